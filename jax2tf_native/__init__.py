@@ -1,0 +1,21 @@
+"""jax2tf-native: run JAX functions in TensorFlow as single XlaCallModule ops, via jax.export.
+
+Public API:
+  convert              -- drop-in for jax.experimental.jax2tf.convert.
+  input_signature      -- tf.TensorSpec pytree for tf.function, None where symbolic.
+  call_exported        -- run a jax.export.Exported (or its bytes) as a TF function.
+  errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
+                          ExportedModuleError.
+"""
+from jax2tf_native.call_exported import call_exported
+from jax2tf_native.convert import convert
+from jax2tf_native.errors import (ArgumentShapeError, ArgumentTypeError, ExportedModuleError,
+                                  PolymorphicShapeError)
+from jax2tf_native.poly_specs import input_signature
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "convert", "input_signature", "call_exported",
+    "ArgumentShapeError", "ArgumentTypeError", "ExportedModuleError", "PolymorphicShapeError",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from jax2tf_native.cli import main
+
+sys.exit(main())

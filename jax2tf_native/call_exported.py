@@ -1,0 +1,88 @@
+"""`call_exported`: run a `jax.export.Exported` (or its serialized bytes) as a TF function."""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import tensorflow as tf
+
+from jax2tf_native import export_cache, gradients, tf_args, tf_runner
+from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
+from jax2tf_native.poly_specs import LeafSpec
+
+
+def _deserialize(exported_or_bytes) -> jax.export.Exported:
+    if isinstance(exported_or_bytes, jax.export.Exported):
+        return exported_or_bytes
+    if not isinstance(exported_or_bytes, (bytes, bytearray, memoryview)):
+        raise TypeError(f"call_exported expects a jax.export.Exported or the bytes of "
+                        f"Exported.serialize(), got {type(exported_or_bytes).__name__}.")
+    try:
+        return jax.export.deserialize(bytearray(exported_or_bytes))
+    except Exception as e:  # flatbuffer errors come as several types
+        raise ExportedModuleError(
+            f"Could not deserialize the {len(exported_or_bytes)} bytes as a jax.export.Exported "
+            f"({type(e).__name__}: {str(e)[:200]}). The bytes are truncated, corrupt, or not from "
+            f"Exported.serialize(). Fix: pass the complete output of "
+            f"jax.export.export(...)(...).serialize().") from None
+
+
+def _leaf_specs(exported: jax.export.Exported) -> list[LeafSpec]:
+    tree = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals)
+    specs = []
+    for key_path, aval in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        root = "args" if key_path[0].idx == 0 else "kwargs"
+        spec = "(" + ", ".join(str(d) for d in aval.shape) + ")"
+        specs.append(LeafSpec(tf_args.path_str(root, key_path[1:]), spec, tuple(aval.shape),
+                              aval.dtype))
+    return specs
+
+
+def call_exported(exported_or_bytes, *, with_gradient: bool = True,
+                  stablehlo_version: str | None = None) -> Callable:
+    """Returns a TF-callable running an exported JAX function, without its Python source.
+
+    Args:
+      exported_or_bytes: a `jax.export.Exported`, or the bytes of `Exported.serialize()`.
+      with_gradient: False adds `PreventGradient` to the outputs.
+      stablehlo_version: the StableHLO version of the TF that will run it; default installed TF's.
+
+    Returns:
+      A function taking TF tensors in the exported pytree structure (args and kwargs) and
+      returning TF tensors in the exported result structure.
+
+    Raises:
+      ExportedModuleError: the bytes are corrupt, or the module cannot run in this TensorFlow.
+
+    Example:
+        >>> blob = jax.export.export(jax.jit(jnp.cos))(np.zeros(3, np.float32)).serialize()
+        >>> cos_tf = call_exported(blob)
+        >>> cos_tf(tf.zeros(3))
+    """
+    exported = _deserialize(exported_or_bytes)
+    prepared = tf_runner.prepare(exported, _leaf_specs(exported),
+                                 stablehlo_version=stablehlo_version)
+    checked = export_cache.LruCache(export_cache.DEFAULT_CACHE_SIZE)
+
+    def call(*args, **kwargs):
+        leaves, treedef = tf_args.flatten_args(args, kwargs)
+        if treedef != exported.in_tree:
+            raise ArgumentTypeError(
+                f"'{exported.fun_name}' was exported for arguments structured as "
+                f"{exported.in_tree}, but was called with {treedef}. Fix: pass (args, kwargs) "
+                f"with the exported structure.")
+        eager = tf.executing_eagerly()
+        key = tuple((leaf.shape, leaf.dtype) for leaf in leaves)
+        if eager and checked.get(key) is not None:
+            values, asserts = [leaf.value for leaf in leaves], []
+        else:
+            values, asserts = tf_runner.check_args(prepared, leaves)
+            if eager and all(l.dtype == s.dtype for l, s in zip(leaves, prepared.leaf_specs)):
+                checked.put(key, True)  # Only casts-free signatures may skip the checks.
+        outputs = tf_runner.call_flat(prepared, values, asserts)
+        if not with_gradient:
+            outputs = gradients.prevent_gradient(outputs)
+        return jax.tree_util.tree_unflatten(exported.out_tree, outputs)
+
+    call.exported = exported
+    return call

@@ -1,0 +1,37 @@
+"""The `jax2tf-native` command line."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+# TF's C++ logging prints pages of warnings at import; the CLI shows its own progress instead.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from jax2tf_native import demo  # Imports TF and JAX: only when the command runs.
+    return 0 if demo.run(batch_sizes=args.batch_sizes, repeats=args.repeats) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jax2tf-native",
+        description="Move JAX programs into TensorFlow through jax.export and XlaCallModule.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo", help="convert the built-in example model and compare JAX vs TF outputs")
+    demo.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 7, 64],
+                      help="batch sizes to run (default: 1 7 64)")
+    demo.add_argument("--repeats", type=int, default=20, help="timed calls per batch size")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""`convert`: a drop-in for `jax.experimental.jax2tf.convert` built on `jax.export`."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from typing import Any, Callable, Sequence
+
+import jax
+import tensorflow as tf
+
+from jax2tf_native import export_cache, exporting, gradients, poly_specs, tf_args, tf_runner
+from jax2tf_native.tf_runner import PreparedExport
+
+logger = logging.getLogger("jax2tf_native")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    polymorphic_shapes: Any
+    constraints: tuple[str, ...]
+    with_gradient: bool
+    platforms: tuple[str, ...] | None
+    disabled_checks: tuple[jax.export.DisabledSafetyCheck, ...]
+    stablehlo_version: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    """What a cache hit reuses: the prepared export and whether its shapes were checked."""
+    prepared: PreparedExport
+    shapes_checked: bool
+
+
+def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: Sequence[str] = (),
+            with_gradient: bool = True, platforms: Sequence[str] | None = None,
+            disabled_checks: Sequence[jax.export.DisabledSafetyCheck] = (),
+            native_serialization_platforms: Sequence[str] | None = None,
+            native_serialization_disabled_checks: Sequence[jax.export.DisabledSafetyCheck] = (),
+            stablehlo_version: str | None = None,
+            cache_size: int = export_cache.DEFAULT_CACHE_SIZE,
+            native_serialization: bool = True, enable_xla: bool = True) -> Callable:
+    """Converts a JAX function into one that takes and returns TF tensors.
+
+    The function is exported with `jax.export` once per abstract signature and runs as a single
+    `XlaCallModule` op, eagerly or inside `tf.function` (with or without `jit_compile=True`).
+
+    Args:
+      fun: the JAX function; arguments and results may be pytrees of arrays.
+      polymorphic_shapes: None (static shapes), a shape string for all positional arguments, or
+        a pytree prefix of the positional arguments with None or strings such as "b, ...",
+        "(b, 28, 28, 1)", "2*b". Keyword arguments are static, as in jax2tf.
+      polymorphic_constraints: strings such as "b >= 16" over the dimension variables.
+      with_gradient: whether TF may differentiate the result; False adds `PreventGradient`.
+      platforms: platforms to lower for, e.g. ("cpu", "cuda", "tpu"); default the JAX backend.
+      disabled_checks: `jax.export.DisabledSafetyCheck` values.
+      native_serialization_platforms: jax2tf's name for `platforms`.
+      native_serialization_disabled_checks: jax2tf's name for `disabled_checks`.
+      stablehlo_version: the StableHLO version of the TF that will run the module (e.g.
+        "1.13.7"); default the installed TF's.
+      cache_size: how many exports an eager caller keeps (LRU); each holds one module.
+      native_serialization: accepted for jax2tf compatibility; must be True.
+      enable_xla: accepted for jax2tf compatibility; must be True.
+
+    Returns:
+      A function taking TF tensors, `tf.Variable`s, numpy arrays or Python numbers in the same
+      pytree structure as `fun`, and returning TF tensors in `fun`'s result structure.
+
+    Raises:
+      TypeError: `fun` is not callable, or an option has the wrong type.
+      ValueError: an option is invalid (the message says which and how to fix it).
+
+    Example:
+        >>> f_tf = convert(lambda x: jnp.sin(x) * 2, polymorphic_shapes=["(b, 3)"])
+        >>> f_tf(tf.ones((5, 3)))                                    # eager
+        >>> tf.function(f_tf, autograph=False,
+        ...             input_signature=input_signature([np.ones((1, 3), np.float32)],
+        ...                                             ["(b, 3)"]))(tf.ones((7, 3)))
+    """
+    if not callable(fun):
+        raise TypeError(f"convert expects a callable JAX function, got {type(fun).__name__} "
+                        f"({fun!r:.60}). Fix: pass the function itself, e.g. convert(model_fn).")
+    if native_serialization is not True or enable_xla is not True:
+        raise ValueError("jax2tf_native always uses native serialization through jax.export; "
+                         "native_serialization=False / enable_xla=False are not supported. "
+                         "Fix: drop those arguments.")
+    if platforms is not None and native_serialization_platforms is not None:
+        raise ValueError("Pass either platforms= or native_serialization_platforms=, not both.")
+    if disabled_checks and native_serialization_disabled_checks:
+        raise ValueError("Pass either disabled_checks= or native_serialization_disabled_checks=, "
+                         "not both.")
+    if not isinstance(with_gradient, bool):
+        raise TypeError(f"with_gradient must be True or False, got {with_gradient!r}.")
+    if isinstance(polymorphic_constraints, str):
+        polymorphic_constraints = (polymorphic_constraints,)
+    options = _Options(
+        polymorphic_shapes=polymorphic_shapes,
+        constraints=tuple(polymorphic_constraints),
+        with_gradient=with_gradient,
+        platforms=exporting.default_platforms(
+            platforms if platforms is not None else native_serialization_platforms),
+        disabled_checks=exporting.canonical_disabled_checks(
+            disabled_checks or native_serialization_disabled_checks),
+        stablehlo_version=stablehlo_version,
+    )
+    poly_specs.make_scope(options.constraints)  # Reject malformed constraints now.
+    return _Converted(fun, options, cache_size)
+
+
+class _Converted:
+    """The callable `convert` returns; holds the caches of exports."""
+
+    def __init__(self, fun: Callable, options: _Options, cache_size: int):
+        self._fun = fun
+        self._options = options
+        # By the TF-side signature (concrete shapes when eager): skips all Python work on a hit.
+        self._by_call_signature = export_cache.LruCache(cache_size)
+        # By the exported signature (symbolic dims as strings): all batch sizes share one export.
+        self._by_export_signature = export_cache.LruCache(cache_size)
+        functools.update_wrapper(self, fun, updated=())
+
+    @property
+    def cache_info(self) -> dict:
+        """Hits, misses and sizes of the eager export caches (for tests and tuning)."""
+        calls, exports = self._by_call_signature, self._by_export_signature
+        return {"call_hits": calls.hits, "call_misses": calls.misses,
+                "exports": exports.misses, "size": len(exports), "maxsize": exports.maxsize}
+
+    def __call__(self, *args, **kwargs):
+        leaves, treedef = tf_args.flatten_args(args, kwargs)
+        eager = tf.executing_eagerly()
+        key = (treedef, tuple((leaf.shape, leaf.dtype) for leaf in leaves),
+               export_cache.jax_config_key())
+        entry = self._by_call_signature.get(key)
+        if entry is None or not eager:
+            prepared = entry.prepared if entry else self._prepare(args, leaves, treedef)
+            values, asserts = tf_runner.check_args(prepared, leaves)
+            if entry is None:
+                entry = self._by_call_signature.put(key, _Entry(prepared, shapes_checked=eager))
+        else:
+            values, asserts = [leaf.value for leaf in leaves], []
+            if any(leaf.dtype != spec.dtype for leaf, spec in zip(leaves, entry.prepared.leaf_specs)):
+                values = tf_runner.check_args(entry.prepared, leaves)[0]
+        outputs = self._run(entry.prepared, values, asserts)
+        return jax.tree_util.tree_unflatten(entry.prepared.exported.out_tree, outputs)
+
+    def _prepare(self, args: tuple, leaves: list, treedef) -> PreparedExport:
+        options = self._options
+        n_positional = len(jax.tree_util.tree_leaves(args))
+        scope = poly_specs.make_scope(options.constraints)
+        specs = poly_specs.leaf_specs(leaves, n_positional, options.polymorphic_shapes, args, scope)
+        specs = [dataclasses.replace(s, dtype=jax.dtypes.canonicalize_dtype(s.dtype)) for s in specs]
+        export_key = (treedef,
+                      tuple((s.path, tuple(str(d) for d in s.shape), s.dtype) for s in specs),
+                      export_cache.jax_config_key())
+
+        def export_and_prepare() -> PreparedExport:
+            structs = [s.struct for s in specs]
+            args_specs, kwargs_specs = jax.tree_util.tree_unflatten(treedef, structs)
+            logger.info("jax2tf_native: exporting %s for %s", getattr(self._fun, "__name__", "fun"),
+                        [f"{s.path}: {s.struct.dtype}{list(map(str, s.shape))}" for s in specs])
+            exported = exporting.export(self._fun, args_specs, kwargs_specs,
+                                        platforms=options.platforms,
+                                        disabled_checks=options.disabled_checks)
+            return tf_runner.prepare(exported, specs, constraints=options.constraints,
+                                     stablehlo_version=options.stablehlo_version)
+
+        return self._by_export_signature.get_or_compute(export_key, export_and_prepare)
+
+    def _run(self, prepared: PreparedExport, values, asserts) -> list:
+        forward = lambda inputs: tf_runner.call_flat(prepared, inputs, asserts)
+        if not self._options.with_gradient:
+            return gradients.prevent_gradient(forward(values))
+        return gradients.with_unimplemented_gradient(forward, values)

@@ -1,0 +1,19 @@
+"""Exceptions raised for bad inputs. Each message names the argument path, what was expected,
+what came, and the fix. They subclass ValueError/TypeError so generic handlers still work."""
+from __future__ import annotations
+
+
+class PolymorphicShapeError(ValueError):
+    """`polymorphic_shapes` is malformed, or does not fit the arguments' pytree or shapes."""
+
+
+class ArgumentShapeError(ValueError):
+    """An argument's rank or dimension does not agree with the exported specification."""
+
+
+class ArgumentTypeError(TypeError):
+    """An argument is not an array (e.g. None, a string), or its dtype does not agree."""
+
+
+class ExportedModuleError(ValueError):
+    """An exported module (or its serialized bytes) cannot be run by the installed TensorFlow."""

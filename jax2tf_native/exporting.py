@@ -1,0 +1,75 @@
+"""Exports a JAX function with the public `jax.export` API, for a TensorFlow consumer."""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+import jax
+
+from tf_ops import platforms as tf_platforms
+from tf_ops import versions
+
+# jax.export reads the calling-convention version from global JAX config; changing it for one
+# export must not race with another thread's export.
+_VERSION_LOCK = threading.Lock()
+
+
+def canonical_disabled_checks(checks: Sequence[Any]) -> tuple[jax.export.DisabledSafetyCheck, ...]:
+    """Validates `disabled_checks`: each must be a `jax.export.DisabledSafetyCheck`."""
+    if checks is None:
+        return ()
+    if isinstance(checks, (str, jax.export.DisabledSafetyCheck)):
+        checks = (checks,)
+    result = []
+    for check in checks:
+        if not isinstance(check, jax.export.DisabledSafetyCheck):
+            raise TypeError(
+                f"disabled_checks entries must be jax.export.DisabledSafetyCheck values, got "
+                f"{check!r}. Fix: e.g. disabled_checks=[jax.export.DisabledSafetyCheck."
+                f"custom_call('my_target')] or [jax.export.DisabledSafetyCheck.platform()].")
+        result.append(check)
+    return tuple(result)
+
+
+def negotiated_calling_convention_version() -> int:
+    """The newest calling convention both the installed JAX writes and TF runs."""
+    jax_version = jax.config.jax_export_calling_convention_version
+    tf_max = versions.tf_maximum_calling_convention_version()
+    if jax_version <= tf_max:
+        return jax_version
+    if tf_max < jax.export.minimum_supported_calling_convention_version:
+        raise ValueError(
+            f"The installed TensorFlow runs XlaCallModule calling conventions up to {tf_max}, "
+            f"but the installed JAX writes versions "
+            f"{jax.export.minimum_supported_calling_convention_version}.."
+            f"{jax.export.maximum_supported_calling_convention_version}. Fix: upgrade "
+            f"TensorFlow, or use an older JAX.")
+    return tf_max
+
+
+def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
+           platforms: Sequence[str] | None,
+           disabled_checks: Sequence[jax.export.DisabledSafetyCheck]) -> jax.export.Exported:
+    """`jax.export.export(jax.jit(fun))` at a calling convention the installed TF runs.
+
+    Example:
+        >>> exp = export(jnp.sin, (jax.ShapeDtypeStruct((3,), "float32"),), {},
+        ...              platforms=None, disabled_checks=())
+    """
+    version = negotiated_calling_convention_version()
+    exporter = jax.export.export(jax.jit(fun), platforms=platforms,
+                                 disabled_checks=tuple(disabled_checks))
+    if version == jax.config.jax_export_calling_convention_version:
+        return exporter(*args_specs, **kwargs_specs)
+    with _VERSION_LOCK:
+        previous = jax.config.jax_export_calling_convention_version
+        jax.config.update("jax_export_calling_convention_version", version)
+        try:
+            return exporter(*args_specs, **kwargs_specs)
+        finally:
+            jax.config.update("jax_export_calling_convention_version", previous)
+
+
+def default_platforms(platforms) -> tuple[str, ...] | None:
+    """Validates user platforms; None keeps JAX's default (the local backend)."""
+    return tf_platforms.canonical_platforms(platforms)

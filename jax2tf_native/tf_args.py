@@ -1,0 +1,79 @@
+"""Flattens TF-side arguments into leaves that know their path, shape and JAX dtype.
+
+Leaves may be `tf.Tensor`s (eager or symbolic), `tf.Variable`s, numpy arrays or Python scalars.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+from jax2tf_native.errors import ArgumentTypeError
+from tf_ops import dtypes
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgLeaf:
+    """One flat argument.
+
+    Attributes:
+      path: where it sits in the call, e.g. "args[0]['w']" (used in every error message).
+      value: the `tf.Tensor` to pass to TF (Variables are read, numpy converted).
+      shape: the static TF shape, None for dimensions unknown while tracing a tf.function.
+      dtype: the numpy dtype of `value`.
+    """
+    path: str
+    value: tf.Tensor
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+
+
+def path_str(root: str, key_path) -> str:
+    """"args" + ((SequenceKey(0), DictKey('w'))) -> "args[0]['w']"."""
+    return root + jax.tree_util.keystr(key_path)
+
+
+def _to_tensor(path: str, leaf: Any) -> tf.Tensor:
+    if isinstance(leaf, (tf.Tensor, tf.Variable)):
+        return tf.convert_to_tensor(leaf)
+    if leaf is None or isinstance(leaf, (str, bytes)) or not (
+            isinstance(leaf, (np.ndarray, np.generic, int, float, complex, bool))
+            or hasattr(leaf, "__array__")):
+        raise ArgumentTypeError(
+            f"{path} is {type(leaf).__name__} ({leaf!r:.60}), not an array. Fix: pass a "
+            f"tf.Tensor, tf.Variable, numpy array or Python number there (a None leaf in a "
+            f"pytree counts as an empty node only if JAX sees it so; remove it otherwise).")
+    array = np.asarray(leaf)
+    if isinstance(leaf, (int, float, complex)) and not isinstance(leaf, bool):
+        # Python scalars follow JAX's default (32-bit unless x64 is enabled) like jnp.asarray.
+        array = np.asarray(jax.numpy.asarray(leaf))
+    try:
+        return tf.convert_to_tensor(array)
+    except (TypeError, ValueError) as e:
+        raise ArgumentTypeError(f"{path} of dtype {array.dtype} cannot become a TF tensor: {e}. "
+                                f"Fix: pass a numeric array.") from None
+
+
+def flatten_args(args: tuple, kwargs: dict) -> tuple[list[ArgLeaf], Any]:
+    """Flattens (args, kwargs) into leaves and the pytree definition of the pair."""
+    leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path((args, kwargs))
+    result = []
+    for key_path, leaf in leaves_with_path:
+        root = "args" if key_path[0].idx == 0 else "kwargs"
+        path = path_str(root, key_path[1:])
+        value = _to_tensor(path, leaf)
+        try:
+            dtype = dtypes.to_numpy_dtype(value.dtype)
+        except TypeError as e:
+            raise ArgumentTypeError(f"{path}: {e}") from None
+        shape = tuple(value.shape.as_list()) if value.shape.rank is not None else None
+        if shape is None:
+            raise ArgumentTypeError(
+                f"{path} has unknown rank while tracing a tf.function. Fix: give the "
+                f"tf.function an input_signature with a known rank (see "
+                f"jax2tf_native.input_signature).")
+        result.append(ArgLeaf(path, value, shape, dtype))
+    return result, treedef

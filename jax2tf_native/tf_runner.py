@@ -1,0 +1,94 @@
+"""Runs a prepared export on flat TF arguments: dtype and shape checks, then the XlaCallModule.
+
+Shared by `convert` and `call_exported`, so both give the same checks and errors.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+from jax2tf_native import dim_vars
+from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
+from jax2tf_native.poly_specs import LeafSpec
+from jax2tf_native.tf_args import ArgLeaf
+from tf_ops import dtypes as tf_dtypes
+from tf_ops import xla_call_module
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedExport:
+    """An `Exported` with everything TF needs to call it.
+
+    Attributes:
+      exported: the `jax.export.Exported`.
+      tf_module: the module re-serialized for TF, with the op's attributes.
+      leaf_specs: the spec of each flat input (path, user string, dims, dtype), for checks.
+      constraints: the user's `polymorphic_constraints`, checked at call time too.
+    """
+    exported: jax.export.Exported
+    tf_module: xla_call_module.TfModule
+    leaf_specs: tuple[LeafSpec, ...]
+    constraints: tuple[str, ...] = ()
+
+
+def prepare(exported: jax.export.Exported, leaf_specs: Sequence[LeafSpec], *,
+            constraints: Sequence[str] = (), stablehlo_version: str | None = None,
+            checks=()) -> PreparedExport:
+    """Re-serializes `exported` for TF and bundles it with the argument specs."""
+    try:
+        tf_module = xla_call_module.tf_module_from_exported(
+            exported, stablehlo_version=stablehlo_version, checks=checks)
+    except ValueError as e:
+        raise ExportedModuleError(str(e)) from None
+    return PreparedExport(exported, tf_module, tuple(leaf_specs), tuple(constraints))
+
+
+def _cast_for_x64(leaf: ArgLeaf, want: np.dtype) -> tf.Tensor:
+    """Casts 64-bit inputs to the 32-bit type JAX exported them as when x64 is off (as jax2tf)."""
+    if leaf.dtype == want:
+        return leaf.value
+    if (not jax.config.jax_enable_x64
+            and jax.dtypes.canonicalize_dtype(leaf.dtype) == want):
+        return tf.cast(leaf.value, tf_dtypes.to_tf_dtype(want))
+    raise ArgumentTypeError(
+        f"{leaf.path} has dtype {leaf.dtype}, but the function was converted for {want}. Fix: "
+        f"pass {want} (e.g. tf.cast(x, tf.{tf_dtypes.to_tf_dtype(want).name})), or convert "
+        f"again for {leaf.dtype}.")
+
+
+def actual_shapes(leaves: Sequence[ArgLeaf]) -> list[list]:
+    """Each dimension as an int when known now, else as a run-time scalar tensor."""
+    shapes = []
+    for leaf in leaves:
+        if all(d is not None for d in leaf.shape):
+            shapes.append(list(leaf.shape))
+            continue
+        dynamic = tf.shape(leaf.value)
+        shapes.append([d if d is not None else dynamic[i] for i, d in enumerate(leaf.shape)])
+    return shapes
+
+
+def check_args(prepared: PreparedExport, leaves: Sequence[ArgLeaf]) -> tuple[list, list]:
+    """Checks count, dtypes and shapes; returns (tensors to pass, TF assert ops)."""
+    specs = prepared.leaf_specs
+    if len(leaves) != len(specs):
+        raise ArgumentTypeError(
+            f"The call has {len(leaves)} array argument(s), but the function was converted for "
+            f"{len(specs)}: {[s.path for s in specs]}. Fix: pass arguments with the same pytree "
+            f"structure as at conversion.")
+    values = [_cast_for_x64(leaf, spec.dtype) for leaf, spec in zip(leaves, specs)]
+    asserts = dim_vars.solve_and_check(specs, actual_shapes(leaves), prepared.constraints)
+    return values, asserts
+
+
+def call_flat(prepared: PreparedExport, values: Sequence[tf.Tensor],
+              asserts: Sequence = ()) -> list[tf.Tensor]:
+    """Calls the module on already-checked flat tensors, after any run-time shape asserts."""
+    if asserts:
+        with tf.control_dependencies(asserts):
+            values = [tf.identity(v) for v in values]
+    return xla_call_module.call(prepared.tf_module, values)
