@@ -241,8 +241,8 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
             rest = dim.actual - linear.const
             _check(tf.equal(tf.math.floormod(rest, k), 0) if _is_tensor(rest) else rest % k == 0,
                    f"{dim.where} = {dim.actual if not _is_tensor(dim.actual) else '(run time)'} "
-                   f"cannot equal {dim.expr} for an integer dimension variable '{var}' "
-                   f"(spec {dim.spec!r} of {dim.path}). {_FIX}", asserts,
+                   f"cannot equal {dim.expr} for an integer dimension variable `{var}` "
+                   f"(spec {dim.spec} of {dim.path}). {_FIX}", asserts,
                    [(dim.where, dim.actual)])
             env[var] = tf.math.floordiv(rest, k) if _is_tensor(rest) else rest // k
             source[var] = dim
@@ -250,8 +250,8 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
     for var, value in env.items():
         src = source[var]
         _check(tf.greater_equal(value, 1) if _is_tensor(value) else value >= 1,
-               f"Dimension variable '{var}' must be >= 1, but {src.where} = "
-               f"{_show(src.actual)} gives {var} = {_show(value)} (spec {src.spec!r} of "
+               f"Dimension variable `{var}` must be >= 1, but {src.where} = "
+               f"{_show(src.actual)} gives {var} = {_show(value)} (spec {src.spec} of "
                f"{src.path}). {_FIX}", asserts, [(src.where, src.actual), (var, value)])
     for dim in dims:
         try:
@@ -261,11 +261,11 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
         if source.get(dim.expr) is dim:
             continue
         names = sorted(set(re.findall(r"[A-Za-z_]\w*", dim.expr)) - {"floordiv", "mod", "max", "min", "non_negative"})
-        origin = "; ".join(f"'{v}' = {_show(env[v])} from {source[v].where}"
+        origin = "; ".join(f"`{v}` = {_show(env[v])} from {source[v].where}"
                            for v in names if v in source)
         ok = (tf.equal(tf.cast(dim.actual, tf.int64), tf.cast(expected, tf.int64))
               if _is_tensor(dim.actual) or _is_tensor(expected) else dim.actual == expected)
-        _check(ok, f"{dim.where} = {_show(dim.actual)}, but polymorphic shape {dim.spec!r} of "
+        _check(ok, f"{dim.where} = {_show(dim.actual)}, but polymorphic shape {dim.spec} of "
                    f"{dim.path} requires it to equal {dim.expr} = {_show(expected)} (dimension "
                    f"variable {origin}). {_FIX}", asserts,
                    [(dim.where, dim.actual), (dim.expr, expected)])
@@ -284,7 +284,7 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
         else:
             ok = {">=": a >= b, "<=": a <= b, "==": a == b}[op]
         values = ", ".join(f"{v} = {_show(env[v])}" for v in sorted(env))
-        _check(ok, f"The call breaks polymorphic constraint '{constraint}' ({values}). Fix: call "
+        _check(ok, f"The call breaks polymorphic constraint `{constraint}` ({values}). Fix: call "
                    f"with shapes that satisfy it, or relax polymorphic_constraints.", asserts,
                    [(v, env[v]) for v in sorted(env)])
     return asserts

@@ -100,6 +100,13 @@ def leaf_spec(path: str, spec: str | None, shape: Sequence[int | None], dtype,
                 f"Fix: pass polymorphic_shapes with a dimension variable there, e.g. "
                 f"'{_suggest(shape)}'.")
         return LeafSpec(path, None, shape, np.dtype(dtype))
+    explicit, has_ellipsis = _spec_rank(spec)
+    if explicit is not None and (explicit > len(shape) or
+                                 (explicit < len(shape) and not has_ellipsis)):
+        raise PolymorphicShapeError(
+            f"polymorphic shape {spec!r} for {path} has {explicit} dimension(s), but {path} "
+            f"has rank {len(shape)} (shape {_fmt(shape)}). Fix: give one entry per dimension "
+            f"(use '...' for trailing known dimensions), e.g. '{_suggest(shape)}'.")
     try:
         dims = jax.export.symbolic_shape(spec, like=shape, scope=scope)
     except Exception as e:  # ValueError for most, tokenize.TokenError for unbalanced brackets.
@@ -125,9 +132,36 @@ def leaf_specs(leaves: Sequence[ArgLeaf], n_positional_leaves: int, polymorphic_
             for leaf, spec in zip(leaves, specs)]
 
 
+def _spec_rank(spec: str) -> tuple[int | None, bool]:
+    """(number of explicit dimensions, whether '...' is present) of a shape string.
+
+    JAX's parser reports a spec longer than the shape as "tuple index out of range", so the rank
+    is compared before parsing. None when the brackets do not balance (the parser explains).
+    """
+    body = spec.strip()
+    if body.count("(") != body.count(")"):
+        return None, False
+    if body.startswith("(") and body.endswith(")"):
+        body = body[1:-1]
+    parts, depth, current = [], 0, ""
+    for ch in body:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    parts.append(current.strip())
+    parts = [p for p in parts if p]
+    has_ellipsis = "..." in parts
+    return len(parts) - has_ellipsis, has_ellipsis
+
+
 def _strip_jax_prefix(e: Exception) -> str:
     text = str(e)
-    return text.split(": ", 1)[1] if text.startswith("syntax error in symbolic shape") else text
+    if text.startswith("syntax error in symbolic shape"):
+        text = text.split(": ", 1)[1]
+    return text.split("; like=")[0].split(". Parsed")[0]
 
 
 def _fmt(shape) -> str:
