@@ -76,7 +76,7 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
         if eager and checked.get(key) is not None:
             values, asserts = [leaf.value for leaf in leaves], []
         else:
-            values, asserts = tf_runner.check_args(prepared, leaves)
+            values, asserts = tf_runner.check_args(prepared.leaf_specs, leaves)
             if eager and all(l.dtype == s.dtype for l, s in zip(leaves, prepared.leaf_specs)):
                 checked.put(key, True)  # Only casts-free signatures may skip the checks.
         outputs = tf_runner.call_flat(prepared, values, asserts)

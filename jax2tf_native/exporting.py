@@ -1,6 +1,8 @@
 """Exports a JAX function with the public `jax.export` API, for a TensorFlow consumer."""
 from __future__ import annotations
 
+import dataclasses
+import logging
 import threading
 from typing import Any, Callable, Sequence
 
@@ -8,6 +10,8 @@ import jax
 
 from tf_ops import platforms as tf_platforms
 from tf_ops import versions
+
+logger = logging.getLogger("jax2tf_native")
 
 # jax.export reads the calling-convention version from global JAX config; changing it for one
 # export must not race with another thread's export.
@@ -73,3 +77,29 @@ def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
 def default_platforms(platforms) -> tuple[str, ...] | None:
     """Validates user platforms; None keeps JAX's default (the local backend)."""
     return tf_platforms.canonical_platforms(platforms)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """How every module of one converted function is exported and prepared for TF.
+
+    Attributes:
+      platforms: lowering platforms, None for JAX's default backend.
+      disabled_checks: `jax.export.DisabledSafetyCheck` values.
+      stablehlo_version: the consuming TF's StableHLO version, None for the installed TF's.
+    """
+    platforms: tuple[str, ...] | None = None
+    disabled_checks: tuple[jax.export.DisabledSafetyCheck, ...] = ()
+    stablehlo_version: str | None = None
+
+
+def export_prepared(fun: Callable, specs, options: ExportOptions, *,
+                    constraints: Sequence[str] = ()):
+    """Exports flat `fun(*leaves)` for `specs` and prepares the module for TF."""
+    from jax2tf_native import tf_runner  # tf_runner imports TF; exporting stays importable alone.
+    logger.debug("jax2tf_native: exporting %s for %s", getattr(fun, "__name__", "fun"),
+                 [f"{s.path}: {s.struct.dtype}[{', '.join(map(str, s.shape))}]" for s in specs])
+    exported = export(fun, tuple(s.struct for s in specs), {}, platforms=options.platforms,
+                      disabled_checks=options.disabled_checks)
+    return tf_runner.prepare(exported, specs, constraints=constraints,
+                             stablehlo_version=options.stablehlo_version)

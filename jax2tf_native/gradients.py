@@ -1,9 +1,19 @@
-"""TF gradients for converted functions.
+"""TF gradients through exported JAX VJPs.
 
-Until the exported-VJP machinery lands, a converted function with `with_gradient=True` carries a
-`tf.custom_gradient` whose backward pass raises NotImplementedError, so a gradient request fails
-with a clear message instead of silently returning None. With `with_gradient=False` the outputs
-go through `PreventGradient`, which also survives in SavedModels.
+`call` runs a `DifferentiableFunction` on TF tensors under a `tf.custom_gradient`:
+
+- residual mode (default): the forward op also returns the `jax.vjp` residuals, which TF keeps
+  for the backward op (`bwd(residuals, cotangents)`): no forward recomputation;
+- recompute mode (jax2tf's behaviour): the forward op is the plain function, and the backward op
+  is the exported VJP of the primal inputs, recomputing the forward pass.
+
+Higher orders: the backward value comes from the residuals, but the backward step is itself a
+custom-gradient unit over (primal inputs, cotangents) whose gradient is the exported VJP of the
+VJP. TF never differentiates through the residuals (TF records no ops inside a custom-gradient
+forward), so second and higher orders are exact, each level exported on first use.
+
+Edge semantics follow jax2tf: integer/bool inputs get a None gradient; unused float inputs get
+zeros; integer outputs take no cotangent; a cotangent TF leaves out is taken as zeros.
 """
 from __future__ import annotations
 
@@ -11,8 +21,11 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
+from jax2tf_native import tf_runner
+from jax2tf_native.differentiable import DifferentiableFunction
+
 PREVENT_GRADIENT_MESSAGE = (
-    "The function was converted by jax2tf_native.convert with with_gradient=False, so it has no "
+    "The function was converted by jax2tf_native with with_gradient=False, so it has no "
     "gradient. Fix: convert with with_gradient=True (the default).")
 
 
@@ -21,21 +34,74 @@ def prevent_gradient(outputs: Sequence[tf.Tensor]) -> list[tf.Tensor]:
     return [tf.raw_ops.PreventGradient(input=o, message=PREVENT_GRADIENT_MESSAGE) for o in outputs]
 
 
-def with_unimplemented_gradient(forward: Callable[[Sequence[tf.Tensor]], list[tf.Tensor]],
-                                values: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-    """Runs `forward` under a custom gradient that raises NotImplementedError when requested."""
+def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Sequence = (),
+         with_gradient: bool = True) -> list[tf.Tensor]:
+    """Runs `node` on flat tensors; with a custom gradient unless `with_gradient` is False."""
+    if not with_gradient:
+        return prevent_gradient(tf_runner.call_flat(node.primal(), values, asserts))
+    forward = node.forward() if node.mode == "residuals" else None
 
     @tf.custom_gradient
-    def run(*inputs):
-        outputs = forward(inputs)
+    def unit(*xs):
+        if forward is None:
+            outs = tf_runner.call_flat(node.primal(), xs, asserts)
+            residuals = None
+        else:
+            everything = tf_runner.call_flat(forward.prepared, xs, asserts)
+            outs, residuals = everything[:forward.n_outputs], everything[forward.n_outputs:]
 
-        def grad(*unused_cotangents):
-            raise NotImplementedError(
-                "Gradients of jax2tf_native-converted functions are not implemented in this "
-                "version. Fix: compute gradients in JAX, or use "
-                "jax.experimental.jax2tf.convert for now.")
+        def grad(*cts):
+            diff_out = node.diff_out()
+            diff_cts = _cotangents(cts, outs, diff_out)
+            vjp = node.vjp_function()
+            backward = node.backward() if residuals is not None else None
+            if backward is None:
+                in_cts = call(vjp, list(xs) + diff_cts)
+            else:
+                in_cts = _call_with_value(
+                    vjp, list(xs) + diff_cts,
+                    lambda: tf_runner.call_flat(backward, list(residuals) + diff_cts))
+            return _scatter(in_cts, node.flat.diff_in, len(xs))
 
-        return outputs, grad
+        return outs, grad
 
-    result = run(*values)
+    outputs = _as_list(unit(*values))
+    # TF records no ops on integer tensors; re-emitting integer outputs outside the unit cuts
+    # their gradient path, so a gradient through them is None (as with jax2tf), not zeros.
+    return [o if o.dtype.is_floating or o.dtype.is_complex else tf.identity(o) for o in outputs]
+
+
+def _call_with_value(node: DifferentiableFunction, inputs: Sequence[tf.Tensor],
+                     value: Callable[[], list]) -> list[tf.Tensor]:
+    """`node(*inputs)` whose value comes from `value()` (e.g. residuals) but whose gradient is
+    `node`'s own exported VJP."""
+
+    @tf.custom_gradient
+    def unit(*xs):
+        outs = value()
+
+        def grad(*cts):
+            diff_cts = _cotangents(cts, outs, node.diff_out())
+            in_cts = call(node.vjp_function(), list(xs) + diff_cts)
+            return _scatter(in_cts, node.flat.diff_in, len(xs))
+
+        return outs, grad
+
+    return _as_list(unit(*inputs))
+
+
+def _cotangents(cts: Sequence, outs: Sequence[tf.Tensor], diff_out: Sequence[int]) -> list:
+    """Cotangents of the differentiable outputs; None (graph mode) means zeros."""
+    return [cts[j] if cts[j] is not None else tf.zeros_like(outs[j]) for j in diff_out]
+
+
+def _scatter(in_cts: Sequence[tf.Tensor], diff_in: Sequence[int], n_inputs: int) -> list:
+    """Places the cotangents of differentiable inputs; others (integers) get None."""
+    result: list = [None] * n_inputs
+    for i, ct in zip(diff_in, in_cts):
+        result[i] = ct
+    return result
+
+
+def _as_list(result) -> list[tf.Tensor]:
     return list(result) if isinstance(result, (list, tuple)) else [result]

@@ -4,6 +4,7 @@ Leaves may be `tf.Tensor`s (eager or symbolic), `tf.Variable`s, numpy arrays or 
 """
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 from typing import Any
 
@@ -55,6 +56,21 @@ def _to_tensor(path: str, leaf: Any) -> tf.Tensor:
     except (TypeError, ValueError) as e:
         raise ArgumentTypeError(f"{path} of dtype {array.dtype} cannot become a TF tensor: {e}. "
                                 f"Fix: pass a numeric array.") from None
+
+
+def unwrap_tf_containers(tree: Any) -> Any:
+    """Turns TF's trackable wrappers (the `_DictWrapper`/`ListWrapper` that `tf.Module` puts
+    around dict and list attributes) into plain dicts and lists, which JAX knows as pytrees."""
+    if isinstance(tree, (tf.Tensor, tf.Variable, np.ndarray)):
+        return tree
+    from_tf = type(tree).__module__.startswith("tensorflow")
+    if isinstance(tree, collections.abc.Mapping) and (from_tf or type(tree) is dict):
+        return {k: unwrap_tf_containers(v) for k, v in tree.items()}
+    if isinstance(tree, list) and (from_tf or type(tree) is list):
+        return [unwrap_tf_containers(v) for v in tree]
+    if type(tree) is tuple:
+        return tuple(unwrap_tf_containers(v) for v in tree)
+    return tree
 
 
 def flatten_args(args: tuple, kwargs: dict) -> tuple[list[ArgLeaf], Any]:

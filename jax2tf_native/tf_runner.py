@@ -72,16 +72,16 @@ def actual_shapes(leaves: Sequence[ArgLeaf]) -> list[list]:
     return shapes
 
 
-def check_args(prepared: PreparedExport, leaves: Sequence[ArgLeaf]) -> tuple[list, list]:
+def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
+               constraints: Sequence[str] = ()) -> tuple[list, list]:
     """Checks count, dtypes and shapes; returns (tensors to pass, TF assert ops)."""
-    specs = prepared.leaf_specs
     if len(leaves) != len(specs):
         raise ArgumentTypeError(
             f"The call has {len(leaves)} array argument(s), but the function was converted for "
             f"{len(specs)}: {[s.path for s in specs]}. Fix: pass arguments with the same pytree "
             f"structure as at conversion.")
     values = [_cast_for_x64(leaf, spec.dtype) for leaf, spec in zip(leaves, specs)]
-    asserts = dim_vars.solve_and_check(specs, actual_shapes(leaves), prepared.constraints)
+    asserts = dim_vars.solve_and_check(specs, actual_shapes(leaves), constraints)
     return values, asserts
 
 

@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 from typing import Any, Callable, Sequence
 
 import jax
 import tensorflow as tf
 
-from jax2tf_native import export_cache, exporting, gradients, poly_specs, tf_args, tf_runner
-from jax2tf_native.tf_runner import PreparedExport
-
-logger = logging.getLogger("jax2tf_native")
+from jax2tf_native import (differentiable, export_cache, exporting, gradients, poly_specs,
+                           tf_args, tf_runner, vjp_functions)
+from jax2tf_native.differentiable import DifferentiableFunction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,16 +18,14 @@ class _Options:
     polymorphic_shapes: Any
     constraints: tuple[str, ...]
     with_gradient: bool
-    platforms: tuple[str, ...] | None
-    disabled_checks: tuple[jax.export.DisabledSafetyCheck, ...]
-    stablehlo_version: str | None
+    gradient_mode: str
+    export: exporting.ExportOptions
 
 
 @dataclasses.dataclass(frozen=True)
 class _Entry:
-    """What a cache hit reuses: the prepared export and whether its shapes were checked."""
-    prepared: PreparedExport
-    shapes_checked: bool
+    """What an eager cache hit reuses: the function with its exports, shapes already checked."""
+    node: DifferentiableFunction
 
 
 def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: Sequence[str] = (),
@@ -37,6 +33,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
             disabled_checks: Sequence[jax.export.DisabledSafetyCheck] = (),
             native_serialization_platforms: Sequence[str] | None = None,
             native_serialization_disabled_checks: Sequence[jax.export.DisabledSafetyCheck] = (),
+            gradient_mode: str = "residuals",
             stablehlo_version: str | None = None,
             cache_size: int = export_cache.DEFAULT_CACHE_SIZE,
             native_serialization: bool = True, enable_xla: bool = True) -> Callable:
@@ -44,6 +41,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
 
     The function is exported with `jax.export` once per abstract signature and runs as a single
     `XlaCallModule` op, eagerly or inside `tf.function` (with or without `jit_compile=True`).
+    TF gradients (`tf.GradientTape`, any order) run exported JAX VJPs.
 
     Args:
       fun: the JAX function; arguments and results may be pytrees of arrays.
@@ -56,9 +54,12 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       disabled_checks: `jax.export.DisabledSafetyCheck` values.
       native_serialization_platforms: jax2tf's name for `platforms`.
       native_serialization_disabled_checks: jax2tf's name for `disabled_checks`.
+      gradient_mode: "residuals" (default): the forward op also returns the VJP residuals and the
+        backward op uses them, so the forward pass is not recomputed; "recompute": the backward
+        op recomputes the forward pass (jax2tf's behaviour, smaller forward outputs).
       stablehlo_version: the StableHLO version of the TF that will run the module (e.g.
         "1.13.7"); default the installed TF's.
-      cache_size: how many exports an eager caller keeps (LRU); each holds one module.
+      cache_size: how many exports a converted function keeps for eager calls (LRU).
       native_serialization: accepted for jax2tf compatibility; must be True.
       enable_xla: accepted for jax2tf compatibility; must be True.
 
@@ -97,11 +98,13 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         polymorphic_shapes=polymorphic_shapes,
         constraints=tuple(polymorphic_constraints),
         with_gradient=with_gradient,
-        platforms=exporting.default_platforms(
-            platforms if platforms is not None else native_serialization_platforms),
-        disabled_checks=exporting.canonical_disabled_checks(
-            disabled_checks or native_serialization_disabled_checks),
-        stablehlo_version=stablehlo_version,
+        gradient_mode=differentiable.check_gradient_mode(gradient_mode),
+        export=exporting.ExportOptions(
+            platforms=exporting.default_platforms(
+                platforms if platforms is not None else native_serialization_platforms),
+            disabled_checks=exporting.canonical_disabled_checks(
+                disabled_checks or native_serialization_disabled_checks),
+            stablehlo_version=stablehlo_version),
     )
     poly_specs.make_scope(options.constraints)  # Reject malformed constraints now.
     return _Converted(fun, options, cache_size)
@@ -126,49 +129,44 @@ class _Converted:
         return {"call_hits": calls.hits, "call_misses": calls.misses,
                 "exports": exports.misses, "size": len(exports), "maxsize": exports.maxsize}
 
+    @tf.autograph.experimental.do_not_convert
     def __call__(self, *args, **kwargs):
+        args, kwargs = tf_args.unwrap_tf_containers((args, kwargs))
         leaves, treedef = tf_args.flatten_args(args, kwargs)
         eager = tf.executing_eagerly()
         key = (treedef, tuple((leaf.shape, leaf.dtype) for leaf in leaves),
                export_cache.jax_config_key())
-        entry = self._by_call_signature.get(key)
-        if entry is None or not eager:
-            prepared = entry.prepared if entry else self._prepare(args, leaves, treedef)
-            values, asserts = tf_runner.check_args(prepared, leaves)
-            if entry is None:
-                entry = self._by_call_signature.put(key, _Entry(prepared, shapes_checked=eager))
+        entry = self._by_call_signature.get(key) if eager else None
+        if entry is None:
+            node = self._node(args, leaves, treedef)
+            values, asserts = tf_runner.check_args(node.specs, leaves, node.constraints)
+            if eager and all(l.dtype == s.dtype for l, s in zip(leaves, node.specs)):
+                # Only cast-free signatures may skip the checks on later calls.
+                self._by_call_signature.put(key, _Entry(node))
         else:
-            values, asserts = [leaf.value for leaf in leaves], []
-            if any(leaf.dtype != spec.dtype for leaf, spec in zip(leaves, entry.prepared.leaf_specs)):
-                values = tf_runner.check_args(entry.prepared, leaves)[0]
-        outputs = self._run(entry.prepared, values, asserts)
-        return jax.tree_util.tree_unflatten(entry.prepared.exported.out_tree, outputs)
+            node, values, asserts = entry.node, [leaf.value for leaf in leaves], []
+        outputs = gradients.call(node, values, asserts, self._options.with_gradient)
+        return jax.tree_util.tree_unflatten(node.flat.out_tree, outputs)
 
-    def _prepare(self, args: tuple, leaves: list, treedef) -> PreparedExport:
+    def _node(self, args: tuple, leaves: list, treedef) -> DifferentiableFunction:
         options = self._options
         n_positional = len(jax.tree_util.tree_leaves(args))
         scope = poly_specs.make_scope(options.constraints)
         specs = poly_specs.leaf_specs(leaves, n_positional, options.polymorphic_shapes, args, scope)
         specs = [dataclasses.replace(s, dtype=jax.dtypes.canonicalize_dtype(s.dtype)) for s in specs]
-        export_key = (treedef,
-                      tuple((s.path, tuple(str(d) for d in s.shape), s.dtype) for s in specs),
+        export_key = (treedef, tuple((s.path, tuple(map(str, s.shape)), s.dtype) for s in specs),
                       export_cache.jax_config_key())
 
-        def export_and_prepare() -> PreparedExport:
-            structs = [s.struct for s in specs]
-            args_specs, kwargs_specs = jax.tree_util.tree_unflatten(treedef, structs)
-            logger.info("jax2tf_native: exporting %s for %s", getattr(self._fun, "__name__", "fun"),
-                        [f"{s.path}: {s.struct.dtype}{list(map(str, s.shape))}" for s in specs])
-            exported = exporting.export(self._fun, args_specs, kwargs_specs,
-                                        platforms=options.platforms,
-                                        disabled_checks=options.disabled_checks)
-            return tf_runner.prepare(exported, specs, constraints=options.constraints,
-                                     stablehlo_version=options.stablehlo_version)
+        def build() -> DifferentiableFunction:
+            name = getattr(self._fun, "__name__", "fun")
+            flat = vjp_functions.flatten_user_function(self._fun, treedef,
+                                                       [s.struct for s in specs], name)
+            node = DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
+                                          options.constraints)
+            # Export now, so that errors surface at this call and the cache holds a ready module.
+            if not (options.with_gradient and options.gradient_mode == "residuals"
+                    and node.forward() is not None):
+                node.primal()
+            return node
 
-        return self._by_export_signature.get_or_compute(export_key, export_and_prepare)
-
-    def _run(self, prepared: PreparedExport, values, asserts) -> list:
-        forward = lambda inputs: tf_runner.call_flat(prepared, inputs, asserts)
-        if not self._options.with_gradient:
-            return gradients.prevent_gradient(forward(values))
-        return gradients.with_unimplemented_gradient(forward, values)
+        return self._by_export_signature.get_or_compute(export_key, build)

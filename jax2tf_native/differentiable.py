@@ -1,0 +1,141 @@
+"""A flat JAX function and the exports that TF calls for its value and its gradients.
+
+`DifferentiableFunction` exports lazily, once each, and keeps:
+- `primal`: `f(*xs) -> outs` (used without gradients, in recompute mode, or as a fallback);
+- `forward`: `fwd(*xs) -> outs + residuals` (residual mode);
+- `backward`: `bwd(*residuals, *cts) -> in_cts` (residual mode, first order);
+- `vjp_function`: the child `DifferentiableFunction` of `vjp(*xs, *cts) -> in_cts`, used in
+  recompute mode and as the derivative of the backward pass (second order and up).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import Sequence
+
+import jax
+
+from jax2tf_native import exporting, tf_runner, vjp_functions
+from jax2tf_native.poly_specs import LeafSpec
+from jax2tf_native.tf_runner import PreparedExport
+from jax2tf_native.vjp_functions import FlatFunction, ResidualForward
+
+logger = logging.getLogger("jax2tf_native")
+
+GRADIENT_MODES = ("residuals", "recompute")
+
+
+def check_gradient_mode(mode: str) -> str:
+    if mode not in GRADIENT_MODES:
+        raise ValueError(f"gradient_mode must be one of {GRADIENT_MODES}, got {mode!r}. "
+                         f"'residuals' (default) keeps the forward residuals for the backward "
+                         f"pass; 'recompute' recomputes the forward pass as jax2tf does.")
+    return mode
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidualExports:
+    """The forward-with-residuals export and how to split its outputs."""
+    prepared: PreparedExport
+    structure: ResidualForward
+
+    @property
+    def n_outputs(self) -> int:
+        return self.structure.n_outputs
+
+
+class DifferentiableFunction:
+    """A flat JAX function with its argument specs, export options and lazy exports."""
+
+    def __init__(self, flat: FlatFunction, specs: Sequence[LeafSpec],
+                 options: exporting.ExportOptions, mode: str, constraints: Sequence[str] = ()):
+        self.flat = flat
+        self.specs = tuple(specs)
+        self.options = options
+        self.mode = check_gradient_mode(mode)
+        self.constraints = tuple(constraints)
+        self._lock = threading.RLock()
+        self._primal: PreparedExport | None = None
+        self._forward: ResidualExports | None | bool = False   # False: not tried yet
+        self._backward: PreparedExport | None | bool = False
+        self._vjp: DifferentiableFunction | None = None
+        self.out_avals: tuple | None = None
+
+    def _export(self, fun, name: str, specs: Sequence[LeafSpec]) -> PreparedExport:
+        fun.__name__ = name
+        return exporting.export_prepared(fun, specs, self.options, constraints=self.constraints)
+
+    def primal(self) -> PreparedExport:
+        with self._lock:
+            if self._primal is None:
+                self._primal = self._export(self.flat.fun, self.flat.name, self.specs)
+                self.out_avals = tuple(self._primal.exported.out_avals)
+            return self._primal
+
+    def forward(self) -> ResidualExports | None:
+        """The residual forward, or None (logged) when it cannot be exported for TF."""
+        with self._lock:
+            if self._forward is False:
+                structure = vjp_functions.residual_forward(self.flat)
+                try:
+                    prepared = self._export(structure.fwd, f"{self.flat.name}_fwd", self.specs)
+                except Exception as e:  # any failure means: fall back to the plain forward
+                    logger.info("jax2tf_native: %s: no residual forward (%s: %s); using the "
+                                "primal forward and recomputing for gradients",
+                                self.flat.name, type(e).__name__, str(e).splitlines()[0][:200])
+                    self._forward = None
+                else:
+                    self._forward = ResidualExports(prepared, structure)
+                    self.out_avals = tuple(prepared.exported.out_avals[:structure.n_outputs])
+            return self._forward
+
+    def backward(self) -> PreparedExport | None:
+        """The backward from residuals, or None (logged) when residual shapes can't be solved."""
+        with self._lock:
+            if self._backward is False:
+                forward = self.forward()
+                assert forward is not None
+                res_avals = forward.prepared.exported.out_avals[forward.n_outputs:]
+                specs = ([_spec(f"residual[{i}]", a) for i, a in enumerate(res_avals)]
+                         + self._cotangent_specs(forward.structure.diff_out))
+                try:
+                    self._backward = self._export(
+                        vjp_functions.backward_from_residuals(forward.structure),
+                        f"{self.flat.name}_bwd", specs)
+                except Exception as e:
+                    logger.info("jax2tf_native: %s: backward from residuals not exportable "
+                                "(%s: %s); recomputing the forward pass for gradients",
+                                self.flat.name, type(e).__name__, str(e).splitlines()[0][:200])
+                    self._backward = None
+            return self._backward
+
+    def diff_out(self) -> tuple[int, ...]:
+        forward = self.forward() if self.mode == "residuals" else None
+        if forward is not None:
+            return forward.structure.diff_out
+        self.primal()
+        return tuple(j for j, a in enumerate(self.out_avals)
+                     if vjp_functions.is_differentiable(a.dtype))
+
+    def _cotangent_specs(self, diff_out: Sequence[int]) -> list[LeafSpec]:
+        return [_spec(f"cotangent[{j}]", self.out_avals[j]) for j in diff_out]
+
+    def vjp_function(self) -> "DifferentiableFunction":
+        """The child function `vjp(*xs, *cts) -> in_cts`, itself differentiable."""
+        with self._lock:
+            if self._vjp is None:
+                diff_out = self.diff_out()
+                n = len(self.specs)
+                in_specs = ([dataclasses.replace(s, path=f"primal[{i}]")
+                             for i, s in enumerate(self.specs)]
+                            + self._cotangent_specs(diff_out))
+                flat = FlatFunction(fun=vjp_functions.recompute_vjp(self.flat, n),
+                                    in_avals=tuple(s.struct for s in in_specs),
+                                    name=f"{self.flat.name}_vjp")
+                self._vjp = DifferentiableFunction(flat, in_specs, self.options, self.mode)
+            return self._vjp
+
+
+def _spec(path: str, aval) -> LeafSpec:
+    return LeafSpec(path, None, tuple(aval.shape), aval.dtype)

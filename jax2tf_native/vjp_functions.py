@@ -1,0 +1,126 @@
+"""The JAX functions that gradients export: forward with residuals, backward, recomputed VJP.
+
+Pure JAX, no TF. All functions here take and return flat lists of arrays so that each can be
+exported with `jax.export` and called as one XlaCallModule.
+
+Only inexact (float/complex) inputs and outputs take part in differentiation: integer and bool
+inputs get no cotangent (TF reports None, as with jax2tf), and integer outputs take none, so no
+float0 value ever crosses into TF.
+
+Residuals are the leaves of the `jax.vjp` pullback (a `jax.tree_util.Partial`): the forward
+module returns them next to the outputs, and the backward module rebuilds the pullback from
+them with the tree structure recorded while the forward was traced. The forward pass is thus
+never recomputed for a first-order gradient.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def is_differentiable(dtype) -> bool:
+    return bool(jnp.issubdtype(np.dtype(dtype), jnp.inexact))
+
+
+@dataclasses.dataclass
+class FlatFunction:
+    """A JAX function on flat arrays: `fun(*flat_in) -> list of flat outputs`.
+
+    Attributes:
+      fun: the flat function.
+      in_avals: `jax.ShapeDtypeStruct` of each input (dims may be symbolic).
+      name: used in export names and error messages.
+      out_tree: the user's result pytree, known once the function was traced (None before).
+    """
+    fun: Callable[..., list]
+    in_avals: tuple
+    name: str
+    out_tree: Any = None
+
+    @property
+    def diff_in(self) -> tuple[int, ...]:
+        return tuple(i for i, a in enumerate(self.in_avals) if is_differentiable(a.dtype))
+
+
+def flatten_user_function(fun: Callable, in_tree, in_avals: Sequence, name: str) -> FlatFunction:
+    """Wraps `fun(*args, **kwargs)` as a flat function; records its result tree on tracing."""
+    flat = FlatFunction(fun=None, in_avals=tuple(in_avals), name=name)
+
+    def flat_fun(*flat_args):
+        args, kwargs = jax.tree_util.tree_unflatten(in_tree, flat_args)
+        leaves, flat.out_tree = jax.tree_util.tree_flatten(fun(*args, **kwargs))
+        return leaves
+
+    flat.fun = flat_fun
+    return flat
+
+
+def _split_inputs(flat: FlatFunction, xs: Sequence):
+    diff_in = flat.diff_in
+
+    def on_diff(*diff_xs):
+        full = list(xs)
+        for i, v in zip(diff_in, diff_xs):
+            full[i] = v
+        outs = flat.fun(*full)
+        diff_out = tuple(j for j, o in enumerate(outs) if is_differentiable(o.dtype))
+        return [outs[j] for j in diff_out], (outs, diff_out)
+
+    return on_diff, [xs[i] for i in diff_in]
+
+
+@dataclasses.dataclass
+class ResidualForward:
+    """`fwd(*xs) -> [*outputs, *residuals]` and what the backward pass needs to rebuild it.
+
+    `residual_tree`, `n_outputs` and `diff_out` are set when `fwd` is traced (by export).
+    """
+    fwd: Callable[..., list]
+    residual_tree: Any = None
+    n_outputs: int | None = None
+    diff_out: tuple[int, ...] | None = None
+
+
+def residual_forward(flat: FlatFunction) -> ResidualForward:
+    """The forward function that also returns the VJP residuals."""
+    result = ResidualForward(fwd=None)
+
+    def fwd(*xs):
+        on_diff, diff_xs = _split_inputs(flat, xs)
+        _, pullback, (outs, diff_out) = jax.vjp(on_diff, *diff_xs, has_aux=True)
+        residuals, result.residual_tree = jax.tree_util.tree_flatten(pullback)
+        result.n_outputs, result.diff_out = len(outs), diff_out
+        return list(outs) + [jnp.asarray(r) for r in residuals]
+
+    result.fwd = fwd
+    return result
+
+
+def backward_from_residuals(forward: ResidualForward) -> Callable[..., list]:
+    """`bwd(*residuals, *cotangents_of_differentiable_outputs) -> cotangents of diff inputs`."""
+    n_res = forward.residual_tree.num_leaves
+
+    def bwd(*res_and_cts):
+        pullback = jax.tree_util.tree_unflatten(forward.residual_tree, res_and_cts[:n_res])
+        return list(pullback(list(res_and_cts[n_res:])))
+
+    return bwd
+
+
+def recompute_vjp(flat: FlatFunction, n_inputs: int) -> Callable[..., list]:
+    """`vjp(*xs, *cotangents_of_differentiable_outputs) -> cotangents of diff inputs`.
+
+    Recomputes the forward pass; used for recompute mode and for every order above the first.
+    """
+
+    def vjp(*xs_and_cts):
+        xs, cts = xs_and_cts[:n_inputs], xs_and_cts[n_inputs:]
+        on_diff, diff_xs = _split_inputs(flat, xs)
+        _, pullback, _ = jax.vjp(on_diff, *diff_xs, has_aux=True)
+        return list(pullback(list(cts)))
+
+    return vjp
