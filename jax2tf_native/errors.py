@@ -17,3 +17,7 @@ class ArgumentTypeError(TypeError):
 
 class ExportedModuleError(ValueError):
     """An exported module (or its serialized bytes) cannot be run by the installed TensorFlow."""
+
+
+# Raised when an exported module holds a custom call TF cannot run; defined with the allowlist.
+from tf_ops.custom_call_check import CustomCallNotAllowedError  # noqa: E402,F401

@@ -15,6 +15,7 @@ from jax2tf_native import dim_vars
 from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
 from jax2tf_native.poly_specs import LeafSpec
 from jax2tf_native.tf_args import ArgLeaf
+from tf_ops import custom_call_check
 from tf_ops import dtypes as tf_dtypes
 from tf_ops import xla_call_module
 
@@ -42,6 +43,8 @@ def prepare(exported: jax.export.Exported, leaf_specs: Sequence[LeafSpec], *,
     try:
         tf_module = xla_call_module.tf_module_from_exported(
             exported, stablehlo_version=stablehlo_version, checks=checks)
+    except custom_call_check.CustomCallNotAllowedError:
+        raise  # Already names each target, its source and the override; keep its record.
     except ValueError as e:
         raise ExportedModuleError(str(e)) from None
     return PreparedExport(exported, tf_module, tuple(leaf_specs), tuple(constraints))

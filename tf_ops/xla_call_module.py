@@ -6,13 +6,14 @@ op from it, eagerly or in a graph. This is the only place that knows the op's at
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 import jax
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as _tfxla
 
-from tf_ops import dtypes, module_for_tf, platforms, versions
+from tf_ops import custom_call_check, dtypes, module_for_tf, platforms, versions
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
 
@@ -56,7 +57,12 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
                             checks: Sequence[module_for_tf.ModuleCheck] = ()) -> TfModule:
     """Prepares `exported` for TF: checks it can run here and re-serializes its module.
 
+    Every custom call in the module is checked against our allowlist for the exported platforms
+    (see `custom_call_check`), besides any `checks` given.
+
     Raises:
+      custom_call_check.CustomCallNotAllowedError: a custom call TF cannot run (listing each
+        target, where it comes from, and how to override).
       ValueError: the calling convention, device count, effects or platforms cannot run in the
         installed TensorFlow on this host (the message names both sides and the fix).
 
@@ -78,8 +84,12 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     disabled = tuple(str(c) for c in exported.disabled_safety_checks)
     platforms.check_runnable_here(exported.platforms, _PLATFORM_CHECK in disabled)
     target = stablehlo_version or versions.tf_stablehlo_version()
+    allowlist_check = functools.partial(custom_call_check.check_custom_calls,
+                                        platforms=exported.platforms,
+                                        disabled_checks=exported.disabled_safety_checks)
     module = module_for_tf.module_bytes_for_tf(exported.mlir_module_serialized,
-                                               stablehlo_version=target, checks=checks)
+                                               stablehlo_version=target,
+                                               checks=(allowlist_check, *checks))
     return TfModule(
         module=module,
         stablehlo_version=target,
