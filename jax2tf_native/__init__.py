@@ -1,25 +1,43 @@
 """jax2tf-native: run JAX functions in TensorFlow as single XlaCallModule ops, via jax.export.
 
-Public API:
+Public API (imported on first use, so that `jax2tf-native inspect/verify` run on hosts without
+JAX):
   convert              -- drop-in for jax.experimental.jax2tf.convert.
   input_signature      -- tf.TensorSpec pytree for tf.function, None where symbolic.
   call_exported        -- run a jax.export.Exported (or its bytes) as a TF function.
+  deserialize          -- Exported from serialized bytes, with a clear error when corrupt.
   check_grads_tf       -- TF tape gradients (any order) vs JAX and finite differences.
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
-                          ExportedModuleError, CustomCallNotAllowedError.
+                          ExportedModuleError, CustomCallNotAllowedError, GradientCheckError.
 """
-from jax2tf_native.call_exported import call_exported
-from jax2tf_native.converter import convert
-from jax2tf_native.grad_check import GradientCheckError, check_grads_tf
-from jax2tf_native.errors import (ArgumentShapeError, ArgumentTypeError,
-                                  CustomCallNotAllowedError, ExportedModuleError,
-                                  PolymorphicShapeError)
-from jax2tf_native.poly_specs import input_signature
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "convert", "input_signature", "call_exported", "check_grads_tf", "GradientCheckError",
-    "ArgumentShapeError", "ArgumentTypeError", "CustomCallNotAllowedError", "ExportedModuleError",
-    "PolymorphicShapeError",
-]
+_EXPORTS = {
+    "convert": "jax2tf_native.converter",
+    "input_signature": "jax2tf_native.poly_specs",
+    "call_exported": "jax2tf_native.from_exported",
+    "deserialize": "jax2tf_native.from_exported",
+    "check_grads_tf": "jax2tf_native.grad_check",
+    "GradientCheckError": "jax2tf_native.grad_check",
+    "ArgumentShapeError": "jax2tf_native.errors",
+    "ArgumentTypeError": "jax2tf_native.errors",
+    "CustomCallNotAllowedError": "jax2tf_native.errors",
+    "ExportedModuleError": "jax2tf_native.errors",
+    "PolymorphicShapeError": "jax2tf_native.errors",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'jax2tf_native' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

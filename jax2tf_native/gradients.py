@@ -29,16 +29,29 @@ PREVENT_GRADIENT_MESSAGE = (
     "gradient. Fix: convert with with_gradient=True (the default).")
 
 
-def prevent_gradient(outputs: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+def prevent_gradient(outputs: Sequence[tf.Tensor],
+                     message: str = PREVENT_GRADIENT_MESSAGE) -> list[tf.Tensor]:
     """Marks outputs so that any TF gradient through them fails with a message saying the fix."""
-    return [tf.raw_ops.PreventGradient(input=o, message=PREVENT_GRADIENT_MESSAGE) for o in outputs]
+    return [tf.raw_ops.PreventGradient(input=o, message=message) for o in outputs]
+
+
+GRADIENT_ORDER_MESSAGE = (
+    "This gradient was built with gradient_order={order}: TF cannot save (or was asked not to "
+    "build) derivatives beyond that order. Fix: convert with gradient_order=None for higher "
+    "orders (a SavedModel keeps first-order gradients only).")
 
 
 def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Sequence = (),
-         with_gradient: bool = True) -> list[tf.Tensor]:
-    """Runs `node` on flat tensors; with a custom gradient unless `with_gradient` is False."""
-    if not with_gradient:
-        return prevent_gradient(tf_runner.call_flat(node.primal(), values, asserts))
+         with_gradient: bool = True, gradient_order: int | None = None) -> list[tf.Tensor]:
+    """Runs `node` on flat tensors; with a custom gradient unless `with_gradient` is False.
+
+    `gradient_order` bounds the derivative order (None: unbounded); past it, `PreventGradient`.
+    """
+    if not with_gradient or gradient_order == 0:
+        message = (PREVENT_GRADIENT_MESSAGE if not with_gradient
+                   else GRADIENT_ORDER_MESSAGE.format(order="the one requested"))
+        return prevent_gradient(tf_runner.call_flat(node.primal(), values, asserts), message)
+    next_order = None if gradient_order is None else gradient_order - 1
     forward = node.forward() if node.mode == "residuals" else None
 
     @tf.custom_gradient
@@ -55,12 +68,21 @@ def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Seq
             diff_cts = _cotangents(cts, outs, diff_out)
             vjp = node.vjp_function()
             backward = node.backward() if residuals is not None else None
-            if backward is None:
-                in_cts = call(vjp, list(xs) + diff_cts)
+            if next_order == 0:
+                # No custom gradient inside: TF could not save one (SavedModels), and none is
+                # wanted. Past this order, PreventGradient explains.
+                in_cts = (tf_runner.call_flat(backward, list(residuals) + diff_cts)
+                          if backward is not None
+                          else tf_runner.call_flat(vjp.primal(), list(xs) + diff_cts))
+                in_cts = prevent_gradient(in_cts, GRADIENT_ORDER_MESSAGE.format(
+                    order=gradient_order))
+            elif backward is None:
+                in_cts = call(vjp, list(xs) + diff_cts, gradient_order=next_order)
             else:
                 in_cts = _call_with_value(
                     vjp, list(xs) + diff_cts,
-                    lambda: tf_runner.call_flat(backward, list(residuals) + diff_cts))
+                    lambda: tf_runner.call_flat(backward, list(residuals) + diff_cts),
+                    next_order)
             return _scatter(in_cts, node.flat.diff_in, len(xs))
 
         return outs, grad
@@ -72,7 +94,7 @@ def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Seq
 
 
 def _call_with_value(node: DifferentiableFunction, inputs: Sequence[tf.Tensor],
-                     value: Callable[[], list]) -> list[tf.Tensor]:
+                     value: Callable[[], list], gradient_order: int | None) -> list[tf.Tensor]:
     """`node(*inputs)` whose value comes from `value()` (e.g. residuals) but whose gradient is
     `node`'s own exported VJP."""
 
@@ -82,7 +104,8 @@ def _call_with_value(node: DifferentiableFunction, inputs: Sequence[tf.Tensor],
 
         def grad(*cts):
             diff_cts = _cotangents(cts, outs, node.diff_out())
-            in_cts = call(node.vjp_function(), list(xs) + diff_cts)
+            in_cts = call(node.vjp_function(), list(xs) + diff_cts,
+                          gradient_order=None if gradient_order is None else gradient_order - 1)
             return _scatter(in_cts, node.flat.diff_in, len(xs))
 
         return outs, grad

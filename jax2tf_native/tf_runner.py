@@ -54,6 +54,8 @@ def _cast_for_x64(leaf: ArgLeaf, want: np.dtype) -> tf.Tensor:
     """Casts 64-bit inputs to the 32-bit type JAX exported them as when x64 is off (as jax2tf)."""
     if leaf.dtype == want:
         return leaf.value
+    if want == jax.dtypes.float0 and leaf.dtype == np.bool_:
+        return leaf.value  # float0 cotangents travel as bool (tf_ops.dtypes.to_tf_dtype)
     if (not jax.config.jax_enable_x64
             and jax.dtypes.canonicalize_dtype(leaf.dtype) == want):
         return tf.cast(leaf.value, tf_dtypes.to_tf_dtype(want))

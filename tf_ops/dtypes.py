@@ -1,11 +1,12 @@
 """Mapping between JAX (numpy) dtypes and TensorFlow dtypes."""
 from __future__ import annotations
 
+import jax
 import numpy as np
 import tensorflow as tf
 
 # The dtypes an exported module may take or return, as TF knows them. float0 (JAX's tangent type
-# for integer inputs) has no TF counterpart; the gradient code maps it to a zero-size-free bool.
+# for integer values) has no TF counterpart and travels as bool (see to_tf_dtype).
 _SUPPORTED = (
     tf.bool, tf.int8, tf.int16, tf.int32, tf.int64, tf.uint8, tf.uint16, tf.uint32, tf.uint64,
     tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.complex64, tf.complex128,
@@ -20,6 +21,9 @@ def to_tf_dtype(jax_dtype) -> tf.DType:
         >>> to_tf_dtype(np.dtype("float32"))
         tf.float32
     """
+    if np.dtype(jax_dtype) == jax.dtypes.float0:
+        # JAX's tangent type of integer values holds no data; jax2tf passes it as bool.
+        return tf.bool
     tf_dtype = tf.dtypes.as_dtype(np.dtype(jax_dtype))
     if tf_dtype not in SUPPORTED_TF_DTYPES:
         raise TypeError(f"dtype {np.dtype(jax_dtype)} has no TensorFlow counterpart that "

@@ -6,12 +6,17 @@ from typing import Callable
 import jax
 import tensorflow as tf
 
-from jax2tf_native import export_cache, gradients, tf_args, tf_runner
+from jax2tf_native import export_cache, gradients, tf_args, tf_runner, vjp_functions
 from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
 from jax2tf_native.poly_specs import LeafSpec
 
 
-def _deserialize(exported_or_bytes) -> jax.export.Exported:
+def deserialize(exported_or_bytes) -> jax.export.Exported:
+    """An `Exported` from itself or from `Exported.serialize()` bytes, with a clear error.
+
+    Example:
+        >>> exp = deserialize(blob)
+    """
     if isinstance(exported_or_bytes, jax.export.Exported):
         return exported_or_bytes
     if not isinstance(exported_or_bytes, (bytes, bytearray, memoryview)):
@@ -38,13 +43,54 @@ def _leaf_specs(exported: jax.export.Exported) -> list[LeafSpec]:
     return specs
 
 
+def _is_differentiable(dtype) -> bool:
+    return vjp_functions.is_differentiable(dtype)
+
+
+def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_version):
+    """Runs `prepared` under a custom gradient given by `exported.vjp()` (recursively, as deep
+    as the artifact was serialized with `vjp_order`)."""
+    state = {}
+
+    def run(values, asserts):
+        @tf.custom_gradient
+        def unit(*xs):
+            outs = tf_runner.call_flat(prepared, xs, asserts)
+
+            def grad(*cts):
+                if not exported.has_vjp():
+                    raise NotImplementedError(
+                        f"'{exported.fun_name}' carries no VJP, so TF cannot differentiate it. "
+                        f"Fix: serialize it with Exported.serialize(vjp_order=1) (or higher for "
+                        f"higher-order gradients).")
+                if "vjp" not in state:
+                    state["vjp"] = call_exported(exported.vjp(),
+                                                 stablehlo_version=stablehlo_version)
+                # JAX's VJP takes a float0 cotangent (bool in TF) for integer outputs.
+                fixed = [tf.zeros_like(o, tf.bool) if not _is_differentiable(a.dtype)
+                         else (ct if ct is not None else tf.zeros_like(o))
+                         for ct, o, a in zip(cts, outs, exported.out_avals)]
+                in_cts = state["vjp"](*xs, *fixed)
+                return [ct if _is_differentiable(a.dtype) else None
+                        for ct, a in zip(in_cts, exported.in_avals)]
+
+            return outs, grad
+
+        outs = unit(*values)
+        return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+
+    return run
+
+
 def call_exported(exported_or_bytes, *, with_gradient: bool = True,
                   stablehlo_version: str | None = None) -> Callable:
     """Returns a TF-callable running an exported JAX function, without its Python source.
 
     Args:
       exported_or_bytes: a `jax.export.Exported`, or the bytes of `Exported.serialize()`.
-      with_gradient: False adds `PreventGradient` to the outputs.
+      with_gradient: True: TF gradients use the artifact's own VJP (`Exported.vjp()`, present
+        when serialized with `vjp_order >= 1`; a gradient request fails clearly otherwise).
+        False adds `PreventGradient` to the outputs.
       stablehlo_version: the StableHLO version of the TF that will run it; default installed TF's.
 
     Returns:
@@ -59,10 +105,13 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
         >>> cos_tf = call_exported(blob)
         >>> cos_tf(tf.zeros(3))
     """
-    exported = _deserialize(exported_or_bytes)
+    exported = deserialize(exported_or_bytes)
     prepared = tf_runner.prepare(exported, _leaf_specs(exported),
                                  stablehlo_version=stablehlo_version)
     checked = export_cache.LruCache(export_cache.DEFAULT_CACHE_SIZE)
+    run = (_with_exported_vjp(exported, prepared, stablehlo_version) if with_gradient
+           else lambda values, asserts: gradients.prevent_gradient(
+               tf_runner.call_flat(prepared, values, asserts)))
 
     def call(*args, **kwargs):
         leaves, treedef = tf_args.flatten_args(args, kwargs)
@@ -79,10 +128,7 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
             values, asserts = tf_runner.check_args(prepared.leaf_specs, leaves)
             if eager and all(l.dtype == s.dtype for l, s in zip(leaves, prepared.leaf_specs)):
                 checked.put(key, True)  # Only casts-free signatures may skip the checks.
-        outputs = tf_runner.call_flat(prepared, values, asserts)
-        if not with_gradient:
-            outputs = gradients.prevent_gradient(outputs)
-        return jax.tree_util.tree_unflatten(exported.out_tree, outputs)
+        return jax.tree_util.tree_unflatten(exported.out_tree, run(values, asserts))
 
     call.exported = exported
     return call
