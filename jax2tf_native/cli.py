@@ -10,21 +10,38 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from jax2tf_native import demo  # Imports TF and JAX: only when the command runs.
-    return 0 if demo.run(batch_sizes=args.batch_sizes, repeats=args.repeats) else 1
+    # Imports TF and JAX: only when the command runs, so `inspect`/`verify` work without JAX.
+    from jax2tf_native import demo, demo_saved_model
+    agree = demo.run(batch_sizes=args.batch_sizes, repeats=args.repeats)
+    if args.out is None:
+        return 0 if agree else 1
+    print()
+    try:
+        verified = demo_saved_model.run(args.out)
+    except FileExistsError as e:
+        print(f"jax2tf-native demo: error: {e}", file=sys.stderr)
+        return 2
+    return 0 if agree and verified else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jax2tf-native",
         description="Move JAX programs into TensorFlow through jax.export and XlaCallModule.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = commands.add_parser(
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = subparsers.add_parser(
         "demo", help="convert the built-in example model and compare JAX vs TF outputs")
     demo.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 7, 64],
                       help="batch sizes to run (default: 1 7 64)")
     demo.add_argument("--repeats", type=int, default=20, help="timed calls per batch size")
+    demo.add_argument("--out", help="also train briefly, save a SavedModel here, verify it "
+                                    "without JAX and report")
     demo.set_defaults(handler=_demo)
+    from saved_model_tools import commands, export_command
+    export_command.add_export_command(subparsers)
+    commands.add_inspect_command(subparsers)
+    commands.add_verify_command(subparsers)
+    commands.add_tflite_command(subparsers)
     return parser
 
 

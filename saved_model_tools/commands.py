@@ -1,0 +1,156 @@
+"""argparse wiring for `jax2tf-native inspect | verify | tflite` (none of them needs JAX).
+
+`jax2tf_native/cli.py` adds these to its sub-commands; `python -m saved_model_tools.commands`
+runs them alone, e.g. on a serving host where JAX is not installed. Nothing heavy is imported
+until a command runs.
+
+Exit codes: 0 passed; 1 a mismatch or a failed call; 2 bad usage or an unreadable SavedModel;
+3 nothing recorded to compare with (a smoke run only; `--allow-no-references` turns a passing
+smoke run into 0); 4 (tflite) the converter refused the model.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EXIT_UNREADABLE = 2
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _unreadable(error: Exception) -> int:
+    print(f"error: {error}", file=sys.stderr)
+    return EXIT_UNREADABLE
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from saved_model_tools import inspect as inspect_lib
+
+    try:
+        report = inspect_lib.inspect_saved_model(args.dir, mlir=args.mlir)
+    except (inspect_lib.SavedModelReadError, ValueError) as e:
+        return _unreadable(e)
+    sys.stdout.write(report.to_json() if args.json else report.format())
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from saved_model_tools import verify as verify_lib
+    from saved_model_tools.inspect import SavedModelReadError
+
+    try:
+        report = verify_lib.verify(args.dir, batch_sizes=args.batch_sizes)
+    except SavedModelReadError as e:
+        return _unreadable(e)
+    except verify_lib.VerifyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return verify_lib.EXIT_FAILED
+    sys.stdout.write(report.to_json() if args.json else report.format())
+    if report.status == "no-references" and args.allow_no_references:
+        return verify_lib.EXIT_PASSED
+    return report.exit_code
+
+
+def _tflite(args: argparse.Namespace) -> int:
+    from saved_model_tools import tflite as tflite_lib
+    from saved_model_tools.inspect import SavedModelReadError
+
+    try:
+        report = tflite_lib.convert_to_tflite(
+            args.dir, args.out, signature=args.signature, batch_size=args.batch_size,
+            allow_select_tf_ops=args.allow_select_tf_ops)
+    except (SavedModelReadError, KeyError) as e:
+        return _unreadable(e)
+    sys.stdout.write(report.to_json() if args.json else report.format())
+    if report.status == "no-references" and args.allow_no_references:
+        return 0
+    return report.exit_code
+
+
+def add_inspect_command(subparsers) -> argparse.ArgumentParser:
+    """Adds `inspect DIR [--mlir] [--json]` (handler returns the exit code)."""
+    parser = subparsers.add_parser(
+        "inspect", help="show a SavedModel's signatures, XlaCallModule ops, variables and the "
+                        "oldest TF that runs it (no JAX needed)",
+        description="Show signatures (with polymorphic dims), each distinct XlaCallModule "
+                    "(calling convention, platforms, size, custom calls, StableHLO version), "
+                    "variables, warmup requests and the oldest TF that can run the model.")
+    parser.add_argument("dir", help="the SavedModel directory")
+    parser.add_argument("--mlir", action="store_true",
+                        help="also print each module's StableHLO text")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(handler=_inspect)
+    return parser
+
+
+def add_verify_command(subparsers) -> argparse.ArgumentParser:
+    """Adds `verify DIR [--batch-sizes N ...]` (handler returns the exit code)."""
+    parser = subparsers.add_parser(
+        "verify", help="run the model without JAX (tf.saved_model.load and TF Serving's "
+                       "session path) and compare with the recorded JAX outputs",
+        description="Loads the SavedModel in a child process where importing jax raises "
+                    "ImportError, runs every signature through tf.saved_model.load and the TF1 "
+                    "session path TF Serving uses, and compares with the recorded JAX outputs. "
+                    "Exit 0 passed, 1 mismatch, 2 unreadable model, 3 no references.")
+    parser.add_argument("dir", help="the SavedModel directory")
+    parser.add_argument("--batch-sizes", type=_positive_int, nargs="+", default=None,
+                        metavar="N", help="batch sizes to run (default: the recorded ones)")
+    parser.add_argument("--allow-no-references", action="store_true",
+                        help="exit 0 when a model without references passes its smoke run")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(handler=_verify)
+    return parser
+
+
+def add_tflite_command(subparsers) -> argparse.ArgumentParser:
+    """Adds `tflite DIR --out FILE` (handler returns the exit code)."""
+    parser = subparsers.add_parser(
+        "tflite", help="convert a signature to TFLite and check the interpreter against the "
+                       "recorded outputs",
+        description="Converts with tf.lite.TFLiteConverter (TFLITE_BUILTINS only unless "
+                    "--allow-select-tf-ops), runs the TFLite interpreter on the recorded "
+                    "reference inputs and compares. Exit 0 passed, 1 mismatch, 2 unreadable "
+                    "model, 3 no references, 4 not convertible.")
+    parser.add_argument("dir", help="the SavedModel directory")
+    parser.add_argument("--out", required=True, help="the .tflite file to write")
+    parser.add_argument("--signature", default="serving_default",
+                        help="the signature to convert (default: serving_default)")
+    parser.add_argument("--batch-size", type=_positive_int, default=None, metavar="N",
+                        help="fix a polymorphic batch to N (default: keep it dynamic)")
+    parser.add_argument("--allow-select-tf-ops", action="store_true",
+                        help="write a model needing SELECT_TF_OPS if builtins do not suffice")
+    parser.add_argument("--allow-no-references", action="store_true",
+                        help="exit 0 when a model without references converts and runs")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(handler=_tflite)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m saved_model_tools.commands",
+        description="Inspect, verify and convert SavedModels without JAX.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_inspect_command(commands)
+    add_verify_command(commands)
+    add_tflite_command(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""`jax2tf-native export MODULE:FUNCTION --params FILE --input NAME:DTYPE[SPEC] ... --out DIR`.
+
+Exports a user's JAX function `FUNCTION(params, *inputs)` with parameters from a file as a
+SavedModel, printing each phase with its time.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+import time
+from pathlib import Path
+
+_INPUT_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*):(?P<dtype>[a-z0-9]+)"
+                       r"\[(?P<dims>[^\[\]]*)\]$")
+# Symbolic dimensions get this size in the example inputs the references are recorded at.
+EXAMPLE_SYMBOLIC_SIZE = 2
+
+
+class CommandError(Exception):
+    """A bad command-line input; the message says what and how to fix it."""
+
+
+def parse_input(text: str) -> tuple[str, str, list[str]]:
+    """"images:float32[b,28,28,1]" -> ("images", "float32", ["b", "28", "28", "1"])."""
+    match = _INPUT_RE.match(text.replace(" ", ""))
+    if not match:
+        raise CommandError(f"--input {text!r} is not NAME:DTYPE[DIMS]. Fix: e.g. "
+                           f"--input images:float32[b,28,28,1] (dims: integers or dimension "
+                           f"variables; [] for a scalar).")
+    dims = [d for d in match["dims"].split(",") if d] if match["dims"] else []
+    return match["name"], match["dtype"], dims
+
+
+def load_function(spec: str):
+    """Imports "package.module:function" (the current directory is on the path)."""
+    if ":" not in spec:
+        raise CommandError(f"{spec!r} is not MODULE:FUNCTION. Fix: e.g. my_model:apply.")
+    module_name, function_name = spec.split(":", 1)
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise CommandError(f"cannot import module {module_name!r}: {e}. Fix: run from the "
+                           f"directory that contains it, or install it.") from None
+    target = module
+    for part in function_name.split("."):
+        if not hasattr(target, part):
+            raise CommandError(f"module {module_name!r} has no {function_name!r}. Fix: name a "
+                               f"function defined there as {module_name}:<name>.")
+        target = getattr(target, part)
+    if not callable(target):
+        raise CommandError(f"{spec} is a {type(target).__name__}, not a function.")
+    return target
+
+
+def load_params(path: str):
+    """Parameters from .npz (keys "a/b" become nested dicts) or a Flax .msgpack file."""
+    import numpy as np
+    file = Path(path)
+    if not file.is_file():
+        raise CommandError(f"--params {path}: no such file.")
+    if file.suffix == ".msgpack":
+        try:
+            from flax import serialization
+        except ImportError:
+            raise CommandError("--params .msgpack needs Flax (pip install flax), or save the "
+                               "parameters with numpy.savez instead.") from None
+        return serialization.msgpack_restore(file.read_bytes())
+    try:
+        with np.load(file, allow_pickle=False) as data:
+            flat = {k: data[k] for k in data.files}
+    except Exception as e:
+        raise CommandError(f"--params {path} is not a readable .npz file ({e}). Fix: write it "
+                           f"with numpy.savez(path, **{{'dense/w': w, ...}}).") from None
+    params: dict = {}
+    for key, value in flat.items():
+        node = params
+        *parents, leaf = key.split("/")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return params
+
+
+def run(args: argparse.Namespace, out=print) -> int:
+    start = time.perf_counter()
+    function = load_function(args.function)
+    params = load_params(args.params) if args.params else {}
+    inputs = [parse_input(text) for text in args.input]
+    if not inputs:
+        raise CommandError("give at least one --input NAME:DTYPE[DIMS].")
+    import numpy as np
+    import tensorflow as tf
+    import saved_model_tools
+    from saved_model_tools import references
+    examples, specs = [], []
+    for index, (name, dtype, dims) in enumerate(inputs):
+        try:
+            np_dtype = np.dtype(dtype)
+        except TypeError:
+            raise CommandError(f"--input {name}: unknown dtype {dtype!r}.") from None
+        shape = [int(d) if d.isdigit() else EXAMPLE_SYMBOLIC_SIZE for d in dims]
+        examples.append(references.random_inputs([tf.TensorSpec(shape, np_dtype)],
+                                                 batch=shape[0] if shape else 1, seed=index)[0])
+        specs.append("(" + ", ".join(dims) + ")" if any(not d.isdigit() for d in dims) else None)
+    out(f"loaded {args.function} and {len(params) if isinstance(params, dict) else 1} params "
+        f"entries in {time.perf_counter() - start:.2f} s")
+    saved_model_tools.save(args.out, function, params, examples, polymorphic_shapes=specs,
+                           input_names=[name for name, _, _ in inputs],
+                           with_gradient=not args.no_gradient,
+                           platforms=args.platforms.split(",") if args.platforms else None,
+                           overwrite=args.overwrite, progress=out)
+    out(f"saved {args.out} in {time.perf_counter() - start:.2f} s")
+    return 0
+
+
+def add_export_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "export", help="export MODULE:FUNCTION(params, *inputs) as a SavedModel",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("function", metavar="MODULE:FUNCTION")
+    parser.add_argument("--params", help=".npz (keys 'a/b' nest) or Flax .msgpack file")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME:DTYPE[DIMS]",
+                        help="one per input, e.g. images:float32[b,28,28,1]")
+    parser.add_argument("--out", required=True, help="the SavedModel directory to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing model")
+    parser.add_argument("--no-gradient", action="store_true", help="do not keep gradients")
+    parser.add_argument("--platforms", help="comma-separated, e.g. cpu,cuda")
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    try:
+        return run(args)
+    except CommandError as e:
+        print(f"jax2tf-native export: error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, FileExistsError, PermissionError,
+            NotADirectoryError) as e:
+        print(f"jax2tf-native export: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1

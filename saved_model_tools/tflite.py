@@ -1,0 +1,383 @@
+"""`tflite`: convert a SavedModel with TF's TFLite converter and check the interpreter's outputs.
+
+What TF 2.21's converter does with our models (measured; tests/saved_model_tools/test_tflite.py
+keeps checking it): it does not keep `XlaCallModule` as an op. It deserializes the StableHLO
+inside and legalizes each op to TFLite builtins (a CNN becomes DEPTHWISE_CONV_2D,
+FULLY_CONNECTED, STABLEHLO_REDUCE_WINDOW, ...; the exact-erf GELU becomes elementwise ops), so
+the built-in example CNN converts with TFLITE_BUILTINS only, Variables folded in, and the
+polymorphic batch kept (input shape_signature -1; the signature runner resizes per call).
+A module with an op that has no TFLite legalization fails to convert, and SELECT_TF_OPS does not
+rescue it, because the failing op is a StableHLO op inside the module, not a TF op: measured for
+sort (also `lax.top_k`), fft, and the variadic reduce of `jnp.argmax`.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import re
+import time
+import warnings
+from pathlib import Path
+
+BUILTINS = "TFLITE_BUILTINS"
+BUILTINS_AND_SELECT = "TFLITE_BUILTINS+SELECT_TF_OPS"
+
+_ERROR_LINE = re.compile(r"(?:^|\s)(?:(\S+:\d+:\d+): )?error: (.+)$")
+_ANALYZER_OP = re.compile(r"^\s*Op#\d+ (\w+)\(", re.MULTILINE)
+
+
+@dataclasses.dataclass(frozen=True)
+class TfliteCheck:
+    """One output of the TFLite interpreter compared with its expected value.
+
+    Attributes:
+      batch_size: the batch size of the inputs.
+      output: the output key.
+      expected: "jax reference" (recorded by jax2tf-native), "tf reference", or "tf savedmodel"
+        (the SavedModel run in TF on the same inputs, when no reference exists at that batch).
+      passed: whether |tflite - expected| <= atol + rtol * |expected| everywhere.
+      max_abs_error: max |tflite - expected| (None when not compared).
+      rtol, atol: the tolerance applied.
+      detail: why it failed, or why it was not run.
+    """
+    batch_size: int | None
+    output: str
+    expected: str
+    passed: bool
+    max_abs_error: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    detail: str = ""
+
+    def line(self) -> str:
+        text = (f"{'PASS' if self.passed else 'FAIL'}  batch {self.batch_size!s:>4}  "
+                f"{self.output:<16} vs {self.expected}")
+        if self.max_abs_error is not None:
+            text += f": max|diff| {self.max_abs_error:.3g} (rtol {self.rtol:g}, atol {self.atol:g})"
+        return text + (f"  {self.detail}" if self.detail else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class TfliteReport:
+    """The result of `convert_to_tflite`.
+
+    Attributes:
+      saved_model_dir: the SavedModel converted.
+      signature: the signature key converted.
+      out_file: the .tflite file written, None when conversion failed.
+      status: "passed" (converted; every output matched), "failed" (converted; a mismatch or an
+        interpreter error), "not-converted" (the converter refused: see `conversion_errors`), or
+        "no-references" (converted and ran, but there was nothing recorded to compare with).
+      ops_set: the op sets the written model needs: "TFLITE_BUILTINS" or
+        "TFLITE_BUILTINS+SELECT_TF_OPS" (needs the Flex delegate at run time); None if none.
+      size_bytes: size of the .tflite flatbuffer.
+      tflite_ops: the distinct TFLite operators in the model (from tf.lite's Analyzer).
+      input_shape_signatures: {input: shape with -1 for dimensions left dynamic}.
+      fixed_batch: the batch size the model was converted for, None when the batch stays
+        dynamic (the default).
+      conversion_errors: the converter's distinct error lines ("location: message") for the
+        builtins-only attempt, when it failed.
+      select_tf_ops: what SELECT_TF_OPS changes: "not needed", "converts with SELECT_TF_OPS",
+        or "also fails: ..." (diagnosed when the builtins-only attempt fails).
+      checks: one per output per batch size.
+      seconds: wall time.
+    """
+    saved_model_dir: str
+    signature: str
+    out_file: str | None
+    status: str
+    ops_set: str | None
+    size_bytes: int
+    tflite_ops: tuple[str, ...]
+    input_shape_signatures: dict
+    fixed_batch: int | None
+    conversion_errors: tuple[str, ...]
+    select_tf_ops: str
+    checks: tuple[TfliteCheck, ...]
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def exit_code(self) -> int:
+        return {"passed": 0, "failed": 1, "not-converted": 4, "no-references": 3}[self.status]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+
+    def format(self) -> str:
+        lines = [f"tflite {self.saved_model_dir} [{self.signature}]"]
+        if self.out_file is None:
+            lines.append("NOT CONVERTED with TFLITE_BUILTINS; the converter reported:")
+            lines.extend(f"  {e}" for e in self.conversion_errors)
+            lines.append(f"SELECT_TF_OPS: {self.select_tf_ops}")
+            lines.append("Fix: replace the ops named above in the JAX function (each line points "
+                         "at the JAX source), or serve with TF Serving instead of TFLite.")
+            return "\n".join(lines) + "\n"
+        batch = (f"batch fixed at {self.fixed_batch}" if self.fixed_batch is not None
+                 else "dynamic batch")
+        lines.append(f"wrote {self.out_file}: {self.size_bytes:,} bytes, ops set {self.ops_set}, "
+                     f"{batch}; inputs {self.input_shape_signatures}")
+        if self.conversion_errors:
+            lines.append("  (builtins only failed: " + "; ".join(self.conversion_errors) + ")")
+        lines.append(f"TFLite ops: {', '.join(self.tflite_ops)}")
+        lines.extend(c.line() for c in self.checks)
+        failed = sum(not c.passed for c in self.checks)
+        lines.append({
+            "passed": f"PASSED: the TFLite interpreter matches all {len(self.checks)} checked "
+                      f"outputs",
+            "failed": f"FAILED: {failed} of {len(self.checks)} checks",
+            "no-references": "NO REFERENCES: converted and ran, nothing recorded to compare "
+                             "with. Fix: save with saved_model_tools.save to record references.",
+        }[self.status] + f" ({self.seconds:.1f} s)")
+        return "\n".join(lines) + "\n"
+
+
+def _error_lines(error: Exception) -> tuple[str, ...]:
+    """The converter's distinct "location: message" error lines (it prints whole MLIR dumps)."""
+    found = []
+    for raw in str(error).splitlines():
+        match = _ERROR_LINE.search(raw)
+        if match:
+            location, message = match.groups()
+            line = f"{Path(location).name}: {message}" if location else message
+            if line not in found:
+                found.append(line)
+    if not found:
+        first = str(error).strip().splitlines()
+        found.append(first[0][:300] if first else type(error).__name__)
+    return tuple(found[:10])
+
+
+def _converter(saved_model_dir: Path, signature: str, fixed_batch: int | None, ops: list):
+    import tensorflow as tf
+
+    if fixed_batch is None:
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir),
+                                                             signature_keys=[signature])
+    else:
+        loaded = tf.saved_model.load(str(saved_model_dir))
+        fn = loaded.signatures[signature]
+        specs = fn.structured_input_signature[1]
+        fixed = {k: tf.TensorSpec([fixed_batch if (i == 0 and d is None) else d
+                                   for i, d in enumerate(s.shape.as_list())], s.dtype, name=k)
+                 for k, s in specs.items()}
+        wrapper = tf.function(lambda **kw: fn(**kw), autograph=False)
+        concrete = wrapper.get_concrete_function(**fixed)
+        converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], loaded)
+    converter.target_spec.supported_ops = ops
+    return converter
+
+
+def _convert(saved_model_dir: Path, signature: str, fixed_batch: int | None, ops: list):
+    from saved_model_tools.inspect import native_stderr_captured
+
+    # On failure MLIR prints every diagnostic with its full call-site chain to fd 2; the
+    # exception carries the same errors, of which the report keeps one line each.
+    with native_stderr_captured(), contextlib.redirect_stdout(io.StringIO()):
+        return _converter(saved_model_dir, signature, fixed_batch, ops).convert()
+
+
+def _tflite_ops(model: bytes) -> tuple[str, ...]:
+    import tensorflow as tf
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        tf.lite.experimental.Analyzer.analyze(model_content=model)
+    return tuple(sorted(set(_ANALYZER_OP.findall(text.getvalue()))))
+
+
+def _compare(batch, name, got, want, expected, rtol, atol) -> TfliteCheck:
+    import numpy as np
+
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return TfliteCheck(batch, name, expected, False,
+                           detail=f"shape {list(got.shape)}, expected {list(want.shape)}")
+    if got.dtype != want.dtype:
+        return TfliteCheck(batch, name, expected, False,
+                           detail=f"dtype {got.dtype}, expected {want.dtype}")
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    both_nan = np.isnan(diff) & np.isnan(want.astype(np.float64))
+    diff = np.where(both_nan, 0.0, diff)
+    passed = bool(np.all(diff <= atol + rtol * np.abs(want.astype(np.float64))))
+    return TfliteCheck(batch, name, expected, passed, float(diff.max()) if diff.size else 0.0,
+                       rtol, atol)
+
+
+def _tf_cases(directory: Path, signature: str, runner, batch_size: int | None) -> list:
+    """Without references: seeded inputs at batch 1 and 2, expected = the SavedModel in TF."""
+    import numpy as np
+    import tensorflow as tf
+
+    details = runner.get_input_details()
+    if any(-1 in list(d["shape_signature"])[1:] for d in details.values()):
+        return []  # open non-batch dimensions: no input can be built
+    fn = tf.saved_model.load(str(directory)).signatures[signature]
+    rng = np.random.default_rng(0)
+    cases = []
+    for batch in ((batch_size,) if batch_size is not None else (1, 2)):
+        inputs = {}
+        for name, d in details.items():
+            shape = [batch if (i == 0 and n == -1) else int(n)
+                     for i, n in enumerate(d["shape_signature"])]
+            dtype = np.dtype(d["dtype"])
+            inputs[name] = (rng.standard_normal(shape).astype(dtype) if dtype.kind == "f"
+                            else np.zeros(shape, dtype))
+        outputs = {k: v.numpy() for k, v in fn(**{k: tf.constant(v)
+                                                  for k, v in inputs.items()}).items()}
+        cases.append((batch, inputs, outputs, "tf savedmodel", 1e-4, 1e-5))
+    return cases
+
+
+def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
+                      signature: str = "serving_default", batch_size: int | None = None,
+                      allow_select_tf_ops: bool = False, rtol: float | None = None,
+                      atol: float | None = None) -> TfliteReport:
+    """Converts one signature to a .tflite file and checks the interpreter on recorded data.
+
+    Conversion uses TFLITE_BUILTINS only. If that fails, SELECT_TF_OPS is tried to tell whether
+    it would help; its result is written only with `allow_select_tf_ops=True` (such a model
+    needs the Flex delegate at run time).
+
+    Args:
+      saved_model_dir: the SavedModel directory.
+      out_file: the .tflite file to write (replaced atomically).
+      signature: the signature to convert.
+      batch_size: None keeps a polymorphic batch dynamic (the interpreter resizes per call);
+        an int fixes it (e.g. for delegates that need static shapes).
+      allow_select_tf_ops: write a model that needs SELECT_TF_OPS when builtins do not suffice.
+      rtol, atol: tolerances; default the ones recorded with each reference.
+
+    Returns:
+      A `TfliteReport` (`report.ok` when every output matched its reference).
+
+    Raises:
+      saved_model_tools.inspect.SavedModelReadError: not a readable SavedModel.
+      KeyError: no such signature (the message lists the model's signatures).
+      ValueError: a bad `batch_size`.
+
+    Example:
+        >>> report = convert_to_tflite("/tmp/model", "/tmp/model.tflite")
+        >>> report.ops_set, report.ok
+        ('TFLITE_BUILTINS', True)
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from saved_model_tools import inspect as inspect_lib
+    from saved_model_tools import manifest as manifest_lib
+
+    start = time.perf_counter()
+    directory = Path(saved_model_dir)
+    meta_graph = inspect_lib.select_meta_graph(inspect_lib.read_saved_model_proto(directory))
+    available = sorted(k for k in meta_graph.signature_def if k != "__saved_model_init_op")
+    if signature not in available:
+        raise KeyError(f"no signature {signature!r} in {directory}; it has {available}. Fix: "
+                       f"pass signature= one of those.")
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
+                                   or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}.")
+
+    errors: tuple[str, ...] = ()
+    select_note = "not needed"
+    ops_set = BUILTINS
+    try:
+        model = _convert(directory, signature, batch_size, [tf.lite.OpsSet.TFLITE_BUILTINS])
+    except Exception as e:  # ConverterError, or a legalization failure raised another way
+        errors = _error_lines(e)
+        try:
+            selected = _convert(directory, signature, batch_size,
+                                [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS])
+            select_note = ("converts with SELECT_TF_OPS (needs the Flex delegate at run time)"
+                           + ("" if allow_select_tf_ops else
+                              "; pass allow_select_tf_ops=True / --allow-select-tf-ops to write"
+                              " it"))
+        except Exception as e2:
+            selected = None
+            select_note = "also fails: " + "; ".join(_error_lines(e2))
+        if selected is None or not allow_select_tf_ops:
+            return TfliteReport(str(directory), signature, None, "not-converted", None, 0, (), {},
+                                batch_size, errors, select_note, (),
+                                time.perf_counter() - start)
+        model, ops_set = selected, BUILTINS_AND_SELECT
+
+    out = Path(out_file)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    partial.write_bytes(model)
+    os.replace(partial, out)
+
+    with warnings.catch_warnings():
+        # tf.lite.Interpreter warns that it moves to ai_edge_litert; it is what TF 2.21 ships.
+        warnings.simplefilter("ignore")
+        interpreter = tf.lite.Interpreter(model_content=model)
+    runner = interpreter.get_signature_runner(signature)
+    shape_signatures = {
+        name: [int(d) for d in detail["shape_signature"]]
+        for name, detail in runner.get_input_details().items()}
+
+    checks: list[TfliteCheck] = []
+    manifest = manifest_lib.read(directory)
+    recorded = None
+    if manifest is not None:
+        try:
+            recorded = manifest.signature(signature)
+        except KeyError:
+            recorded = None
+    cases = []  # (batch, inputs, expected outputs, what, rtol, atol)
+    for ref in (recorded.references if recorded else ()):
+        with np.load(directory / manifest_lib.RECORD_DIR / ref.file) as data:
+            inputs = {k[len("inputs/"):]: data[k] for k in data.files if k.startswith("inputs/")}
+            outputs = {k[len("outputs/"):]: data[k] for k in data.files
+                       if k.startswith("outputs/")}
+        if batch_size is not None and ref.batch_size != batch_size:
+            continue
+        cases.append((ref.batch_size, inputs, outputs, f"{recorded.reference_source} reference",
+                      ref.rtol if rtol is None else rtol, ref.atol if atol is None else atol))
+    if batch_size is not None and not cases and recorded and recorded.references:
+        # No reference at the fixed batch: the recorded rows, resized, run in TF for comparison.
+        ref = recorded.references[-1]
+        with np.load(directory / manifest_lib.RECORD_DIR / ref.file) as data:
+            inputs = {k[len("inputs/"):]: np.take(data[k], np.arange(batch_size) % ref.batch_size,
+                                                  axis=0)
+                      for k in data.files if k.startswith("inputs/")}
+        fn = tf.saved_model.load(str(directory)).signatures[signature]
+        outputs = {k: v.numpy() for k, v in fn(**{k: tf.constant(v)
+                                                  for k, v in inputs.items()}).items()}
+        cases.append((batch_size, inputs, outputs, "tf savedmodel",
+                      ref.rtol if rtol is None else rtol, ref.atol if atol is None else atol))
+
+    if not cases and not (recorded and recorded.references):
+        cases = _tf_cases(directory, signature, runner, batch_size)
+
+    for batch, inputs, expected, what, case_rtol, case_atol in cases:
+        try:
+            got = runner(**inputs)
+        except Exception as e:
+            checks.append(TfliteCheck(batch, "*", what, False,
+                                      detail=f"the interpreter raised {type(e).__name__}: "
+                                             f"{str(e).strip().splitlines()[0][:300]}"))
+            continue
+        for name in sorted(expected):
+            if name not in got:
+                checks.append(TfliteCheck(batch, name, what, False,
+                                          detail=f"missing from TFLite outputs {sorted(got)}"))
+                continue
+            checks.append(_compare(batch, name, got[name], expected[name], what, case_rtol,
+                                   case_atol))
+
+    if not all(c.passed for c in checks):
+        status = "failed"
+    elif not checks or not (recorded and recorded.references):
+        status = "no-references"
+    else:
+        status = "passed"
+    return TfliteReport(str(directory), signature, str(out), status, ops_set, len(model),
+                        _tflite_ops(model), shape_signatures, batch_size, errors, select_note,
+                        tuple(checks), time.perf_counter() - start)

@@ -1,0 +1,395 @@
+"""`save`: a JAX function and its parameters as a SavedModel for TF Serving, in one call."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import jax
+import jaxlib
+import numpy as np
+import tensorflow as tf
+
+import jax2tf_native
+from saved_model_tools import atomic_dir, manifest, references, warmup
+from saved_model_tools import signature as signature_lib
+from saved_model_tools import variables as variables_lib
+from saved_model_tools.signature import Signature
+
+DEFAULT_SIGNATURE = "serving_default"
+
+
+class _ModelRoot(tf.Module):
+    """The SavedModel's root object: Variables and signature functions as attributes."""
+    # Plain attributes shadowing tf.Module's properties, so that they are saved as tracked
+    # lists and the root restored by tf.saved_model.load (a generic object) still has them.
+    variables = None
+    trainable_variables = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Built:
+    """One signature, resolved and traced.
+
+    Attributes:
+      spec: the user's signature.
+      function: the tf.function saved for it.
+      input_specs: its named `tf.TensorSpec`s.
+      info: what the manifest records about it (references added when written).
+      jax_fn: `fn(params, *args)`, for the JAX reference outputs.
+      example_args: example arguments of `jax_fn` (after params).
+      polymorphic_shapes: one spec per example argument.
+      output_names: names for a non-dict result, or None.
+    """
+    spec: Signature
+    function: Any
+    input_specs: list
+    info: manifest.SignatureInfo
+    jax_fn: Callable
+    example_args: list
+    polymorphic_shapes: list
+    output_names: Sequence[str] | None
+
+
+class _Progress:
+    """Reports "[i/n] phase: seconds" lines to `report` (if given) as phases finish."""
+
+    def __init__(self, report: Callable[[str], None] | None, total: int):
+        self._report, self._total, self._step = report, total, 0
+
+    def done(self, label: str, start: float) -> None:
+        self._step += 1
+        if self._report:
+            self._report(f"[{self._step}/{self._total}] {label}: "
+                         f"{time.perf_counter() - start:.2f} s")
+
+    @contextlib.contextmanager
+    def phase(self, label: str):
+        start = time.perf_counter()
+        yield
+        self.done(label, start)
+
+
+def _as_specs(polymorphic_shapes, n_args: int) -> list:
+    if polymorphic_shapes is None or isinstance(polymorphic_shapes, str):
+        return [polymorphic_shapes] * n_args
+    specs = list(polymorphic_shapes)
+    if len(specs) != n_args:
+        raise ValueError(f"polymorphic_shapes has {len(specs)} entries for {n_args} example "
+                         f"argument(s). Fix: one spec (or None) per argument after params, e.g. "
+                         f"{['(b, ...)'] * n_args}.")
+    return specs
+
+
+def _leading_batch(polymorphic_shapes: Sequence, example_args: Sequence) -> int | None:
+    """The example batch size when every input's only symbolic dimension is one shared leading
+    variable (so references can be recorded at other batch sizes), else None."""
+    names = set()
+    for spec, arg in zip(polymorphic_shapes, example_args):
+        if spec is None:
+            return None
+        dims = jax.export.symbolic_shape(spec, like=np.shape(arg))
+        symbolic = [i for i, d in enumerate(dims) if not isinstance(d, int)]
+        if symbolic != [0] or not str(dims[0]).isidentifier():
+            return None
+        names.add(str(dims[0]))
+    return int(np.shape(example_args[0])[0]) if len(names) == 1 else None
+
+
+def _output_infos(outputs: dict) -> tuple[manifest.TensorInfo, ...]:
+    return tuple(manifest.TensorInfo(n, tf.dtypes.as_dtype(t.dtype).name,
+                                     tuple(t.shape.as_list())) for n, t in outputs.items())
+
+
+def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args: Sequence[Any],
+         *, polymorphic_shapes=None, input_names: Sequence[str] | None = None,
+         output_names: Sequence[str] | None = None,
+         signatures: Sequence[Signature] | None = None, with_gradient: bool = True,
+         gradient_mode: str = "recompute", platforms: Sequence[str] | None = None,
+         overwrite: bool = False,
+         progress: Callable[[str], None] | None = None) -> manifest.Manifest:
+    """Writes `fn(params, *args)` as a SavedModel for TF Serving.
+
+    `params` become `tf.Variable`s named by pytree path (stored in the checkpoint, never as
+    constants, so the graph stays small whatever the parameter size). The `serving_default`
+    signature has named inputs and outputs and the polymorphic batch; `signatures` add entry
+    points sharing the Variables. Reference inputs with JAX's outputs and TF Serving warmup
+    requests are recorded in `assets.extra/`. The directory appears atomically: a failure (or a
+    killed process) leaves nothing, or the complete previous model.
+
+    Args:
+      export_dir: the SavedModel directory (e.g. ".../models/mnist/1" for TF Serving).
+      fn: the JAX function, called as `fn(params, *args)`.
+      params: a pytree of arrays.
+      example_args: one example array per input (after params).
+      polymorphic_shapes: one spec per input (e.g. ["(b, 28, 28, 1)"]) or one string for all.
+      input_names: names of the inputs; default "input_0", "input_1", ...
+      output_names: names of the outputs unless `fn` returns a dict (whose keys are kept).
+      signatures: further `Signature`s (other functions, pre/post-processing).
+      with_gradient: keep gradients (a TF-only process can fine-tune the Variables).
+      gradient_mode: "recompute" (default: the serving forward computes only the outputs) or
+        "residuals" (forward also stores VJP residuals: faster gradients, ~10% slower serving).
+      platforms: lowering platforms, e.g. ("cpu", "cuda"); default the JAX backend.
+      overwrite: replace an existing directory (only once the new model is complete).
+      progress: called with one line per phase (trace/export, references, write, commit).
+
+    Returns:
+      The `manifest.Manifest` recorded in the model.
+
+    Raises:
+      FileExistsError: `export_dir` exists and `overwrite` is False.
+      ValueError / TypeError: a bad argument (the message names it and the fix).
+
+    Example:
+        >>> save("/tmp/mnist/1", example_model.apply, example_model.init_params(0),
+        ...      [example_model.example_images(2)], polymorphic_shapes=["(b, 28, 28, 1)"],
+        ...      input_names=["images"])
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable as fn(params, *args), got {type(fn).__name__}.")
+    if isinstance(example_args, (str, bytes)) or not isinstance(example_args, (list, tuple)):
+        raise TypeError("example_args must be a list or tuple of arrays (one per input after "
+                        f"params), got {type(example_args).__name__}. Fix: e.g. [images].")
+    example_args = [np.asarray(a) for a in example_args]
+    extra = list(signatures or ())
+    names = [DEFAULT_SIGNATURE] + [s.name for s in extra]
+    if len(set(names)) != len(names):
+        raise ValueError(f"signature names must be distinct, got {names}.")
+    export_dir = Path(os.path.abspath(os.fspath(export_dir)))
+    if export_dir.exists() and not overwrite:
+        raise FileExistsError(f"{export_dir} already exists. Fix: pass overwrite=True to replace "
+                              f"it, or choose a new directory (e.g. the next version number).")
+    steps = _Progress(progress, total=5)
+    main_specs = _as_specs(polymorphic_shapes, len(example_args))
+    main_input_names = signature_lib.check_names(
+        input_names if input_names is not None
+        else [f"input_{i}" for i in range(len(example_args))], "input_names")
+    if len(main_input_names) != len(example_args):
+        raise ValueError(f"{len(main_input_names)} input_names for {len(example_args)} example "
+                         f"arguments. Fix: one name per argument after params.")
+
+    with steps.phase("trace and export every signature (JAX -> StableHLO -> XlaCallModule)"):
+        params_tree, flat_variables = variables_lib.to_variables(params)
+        root = _ModelRoot()
+        root.params = params_tree
+        root.variables = list(flat_variables)
+        root.trainable_variables = [v for v in flat_variables if v.trainable]
+        main = Signature(DEFAULT_SIGNATURE, fn, example_args, main_specs, main_input_names,
+                         output_names)
+        built = [_build(s, main, params_tree, with_gradient, gradient_mode, platforms)
+                 for s in [main] + extra]
+        for b in built:
+            setattr(root, b.spec.name, b.function)
+    with steps.phase("compute JAX reference outputs"):
+        records = {b.spec.name: _references(b, main, params) for b in built}
+    with atomic_dir.atomic_directory(export_dir, overwrite=overwrite) as temp:
+        with steps.phase("write the SavedModel"):
+            options = tf.saved_model.SaveOptions(experimental_custom_gradients=with_gradient)
+            tf.saved_model.save(root, str(temp),
+                                signatures={b.spec.name: b.function for b in built},
+                                options=options)
+        with steps.phase("record references and warmup requests"):
+            record = _write_records(temp, built, records, flat_variables, with_gradient,
+                                    gradient_mode, platforms)
+        commit_start = time.perf_counter()
+    steps.done(f"commit atomically to {export_dir}", commit_start)
+    return record
+
+
+def _build(spec: Signature, main: Signature, params_tree, with_gradient: bool,
+           gradient_mode: str, platforms) -> _Built:
+    fn = spec.fn or main.fn
+    uses_main_args = spec.example_args is None
+    example_args = main.example_args if uses_main_args else [np.asarray(a) for a in spec.example_args]
+    poly = (main.polymorphic_shapes if uses_main_args and spec.polymorphic_shapes is None
+            else _as_specs(spec.polymorphic_shapes, len(example_args)))
+    where = f"signature {spec.name!r}"
+    if spec.preprocess is not None:
+        input_specs = [tf.TensorSpec(s.shape, s.dtype, name=n) for s, n in zip(
+            spec.input_signature,
+            spec.input_names or [s.name or f"input_{i}" for i, s in enumerate(spec.input_signature)])]
+    else:
+        names = spec.input_names or (main.input_names if uses_main_args
+                                     else [f"input_{i}" for i in range(len(example_args))])
+        names = signature_lib.check_names(names, f"{where}: input_names")
+        if len(names) != len(example_args):
+            raise ValueError(f"{where}: {len(names)} input names for {len(example_args)} inputs.")
+        input_specs = signature_lib.example_input_specs(example_args, poly, names)
+    signature_lib.check_names([s.name for s in input_specs], f"{where}: input names")
+    converted = jax2tf_native.convert(fn, polymorphic_shapes=[None, *poly],
+                                      with_gradient=with_gradient, gradient_mode=gradient_mode,
+                                      # TF saves a custom gradient but not the gradient of
+                                      # its backward pass: keep first order only.
+                                      gradient_order=1, platforms=platforms)
+    output_names = spec.output_names if spec.output_names is not None else (
+        main.output_names if spec.fn is None and spec.postprocess is None else None)
+
+    def serve(*inputs):
+        args = spec.preprocess(*inputs) if spec.preprocess is not None else inputs
+        args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
+        result = converted(params_tree, *args)
+        if spec.postprocess is not None:
+            result = spec.postprocess(result)
+        return signature_lib.name_outputs(result, output_names, where)
+
+    serve.__name__ = spec.name
+    function = tf.function(serve, input_signature=input_specs, autograph=False)
+    concrete = function.get_concrete_function()  # traces and exports now, inside this phase
+    info = manifest.SignatureInfo(
+        name=spec.name, method_name=signature_lib.PREDICT_METHOD,
+        inputs=tuple(manifest.TensorInfo(s.name, s.dtype.name, tuple(s.shape.as_list()),
+                                         None if spec.preprocess is not None else p)
+                     for s, p in zip(input_specs, poly if spec.preprocess is None
+                                     else [None] * len(input_specs))),
+        outputs=_output_infos(concrete.structured_outputs))
+    return _Built(spec, function, input_specs, info, fn, list(example_args), list(poly),
+                  output_names)
+
+
+def _references(b: _Built, main: Signature, params) -> list[tuple[int, dict, dict]]:
+    """[(batch, inputs by name, JAX outputs by name)] at two batch sizes when possible."""
+    spec = b.spec
+    if spec.preprocess is None:
+        example_batch = _leading_batch(b.polymorphic_shapes, b.example_args)
+        sizes = references.batch_sizes(example_batch) if example_batch else (None,)
+        cases = []
+        for batch in sizes:
+            args = (b.example_args if batch is None
+                    else [references.resize_batch(a, batch) for a in b.example_args])
+            cases.append((batch, args, args))
+    else:
+        leading_only = all(s.shape.rank and s.shape[0] is None and None not in s.shape[1:]
+                           for s in b.input_specs)
+        static = all(None not in s.shape for s in b.input_specs)
+        if not (leading_only or static):
+            return []
+        cases = []
+        for seed, batch in enumerate((1, 2) if leading_only else (None,)):
+            raw = references.random_inputs(b.input_specs, batch or 1, seed)
+            args = spec.preprocess(*[tf.constant(r) for r in raw])
+            args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
+            cases.append((batch, raw, [a.numpy() for a in args]))
+    result = []
+    for batch, raw_inputs, jax_args in cases:
+        outputs = references.jax_outputs(b.jax_fn, params, jax_args)
+        if spec.postprocess is not None:
+            outputs = spec.postprocess(jax.tree.map(tf.constant, outputs))
+        named = signature_lib.name_outputs(outputs, b.output_names, f"signature {spec.name!r}")
+        named = {k: np.asarray(v) for k, v in named.items()}
+        inputs = {s.name: np.asarray(a) for s, a in zip(b.input_specs, raw_inputs)}
+        result.append((batch if batch is not None else int(np.shape(raw_inputs[0])[0]
+                                                             if np.ndim(raw_inputs[0]) else 1),
+                       inputs, named))
+    return result
+
+
+def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_variables,
+                   with_gradient: bool, gradient_mode: str, platforms) -> manifest.Manifest:
+    record_dir = temp / manifest.RECORD_DIR
+    infos, warmup_requests = [], []
+    for b in built:
+        refs = []
+        for i, (batch, inputs, outputs) in enumerate(records[b.spec.name]):
+            warmup_requests.append((b.spec.name, inputs))
+            file_name = f"{b.spec.name}_{i}.npz"
+            references.write(record_dir, file_name, inputs, outputs)
+            rtol, atol = references.tolerance([v.dtype for v in outputs.values()])
+            refs.append(manifest.Reference(file_name, batch, rtol, atol))
+        infos.append(dataclasses.replace(b.info, references=tuple(refs)))
+    record = manifest.Manifest(
+        format_version=manifest.FORMAT_VERSION,
+        created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        producer={"jax": jax.__version__, "jaxlib": jaxlib.__version__, "tensorflow": tf.__version__,
+                  "jax2tf_native": jax2tf_native.__version__},
+        signatures=tuple(infos),
+        variable_count=len(flat_variables),
+        variable_bytes=int(sum(np.dtype(v.dtype.as_numpy_dtype).itemsize * int(np.prod(v.shape))
+                               for v in flat_variables)),
+        with_gradient=with_gradient, gradient_mode=gradient_mode,
+        platforms=tuple(platforms or (jax.default_backend(),)),
+        stablehlo_version=_stablehlo_version())
+    manifest.write(temp, record)
+    # TF Serving replays these at load, so the XLA modules compile before the first request.
+    warmup.write_warmup_requests(temp / manifest.WARMUP_FILE, warmup_requests)
+    return record
+
+
+def _stablehlo_version() -> str:
+    from tf_ops import versions
+    return versions.tf_stablehlo_version()
+
+
+def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: Any = None,
+                  example_args: Sequence[Any] | None = None,
+                  input_names: Sequence[str] | None = None,
+                  output_names: Sequence[str] | None = None, with_gradient: bool = True,
+                  gradient_mode: str = "recompute", overwrite: bool = False,
+                  progress: Callable[[str], None] | None = None) -> manifest.Manifest:
+    """Writes a `jax.export` artifact (an `Exported` or its serialized bytes) as a SavedModel.
+
+    No Python source of the model is needed: the artifact is called through
+    `Exported.call`, its symbolic input shapes become the signature's polymorphic shapes.
+
+    Args:
+      export_dir: the SavedModel directory.
+      exported_or_bytes: a `jax.export.Exported` or the bytes of `Exported.serialize()`. It must
+        take positional arrays (after an optional params pytree) and no keyword arguments.
+      params: when given, the artifact's first argument, saved as tf.Variables; the remaining
+        arguments are the signature's inputs.
+      example_args: example inputs (after params) for the reference data; default random
+        inputs of the exported shapes (batch 1 and 3 for a symbolic leading dimension).
+      input_names, output_names, overwrite, progress: as for `save`.
+      with_gradient: keep gradients; needs an artifact serialized with `vjp_order >= 1`.
+      gradient_mode: as for `save`.
+
+    Example:
+        >>> blob = jax.export.export(jax.jit(model))(params, images_spec).serialize(vjp_order=1)
+        >>> save_exported("/tmp/model/1", blob, params=params, input_names=["images"])
+    """
+    exported = jax2tf_native.deserialize(exported_or_bytes)
+    args_tree, kwargs_tree = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals)
+    if kwargs_tree:
+        raise ValueError(f"'{exported.fun_name}' takes keyword arguments {sorted(kwargs_tree)}; "
+                         f"a serving signature takes positional inputs. Fix: export a wrapper "
+                         f"that takes them positionally.")
+    if with_gradient and not exported.has_vjp():
+        raise ValueError(f"'{exported.fun_name}' carries no VJP, so its SavedModel cannot keep "
+                         f"gradients. Fix: serialize with Exported.serialize(vjp_order=1), or "
+                         f"pass with_gradient=False.")
+    input_avals = list(args_tree[1:] if params is not None else args_tree)
+    for i, aval in enumerate(input_avals):
+        if not hasattr(aval, "shape"):
+            raise ValueError(f"input {i} of '{exported.fun_name}' is a pytree; signature inputs "
+                             f"must be single arrays. Fix: export with flat array inputs (put "
+                             f"pytrees in params).")
+    if params is not None:
+        want = jax.tree_util.tree_structure(args_tree[0])
+        got = jax.tree_util.tree_structure(params)
+        if want != got:
+            raise ValueError(f"params has structure {got}, but '{exported.fun_name}' takes "
+                             f"{want} as its first argument. Fix: pass the params it was "
+                             f"exported with.")
+    specs = ["(" + ", ".join(str(d) for d in a.shape) + ")" for a in input_avals]
+    if example_args is None:
+        example_args = [_example_for(aval) for aval in input_avals]
+    if params is None:
+        fn = lambda unused_params, *args: exported.call(*args)
+        params = {}
+    else:
+        fn = lambda p, *args: exported.call(p, *args)
+    fn.__name__ = exported.fun_name if exported.fun_name.isidentifier() else "exported"
+    return save(export_dir, fn, params, example_args, polymorphic_shapes=specs,
+                input_names=input_names, output_names=output_names,
+                with_gradient=with_gradient, gradient_mode=gradient_mode,
+                platforms=exported.platforms, overwrite=overwrite, progress=progress)
+
+
+def _example_for(aval) -> np.ndarray:
+    """Deterministic example input for an exported input: symbolic dimensions of size 2."""
+    shape = [d if isinstance(d, int) else 2 for d in aval.shape]
+    spec = tf.TensorSpec(shape, tf.dtypes.as_dtype(aval.dtype))
+    return references.random_inputs([spec], batch=shape[0] if shape else 1, seed=0)[0]
