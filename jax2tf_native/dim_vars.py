@@ -295,4 +295,5 @@ def _show(x) -> str:
 
 
 def _fmt(shape) -> str:
-    return "(" + ", ".join("?" if d is None or _is_tensor(d) else str(d) for d in shape) + ")"
+    dims = ["?" if d is None or _is_tensor(d) else str(d) for d in shape]
+    return "(" + dims[0] + ",)" if len(dims) == 1 else "(" + ", ".join(dims) + ")"

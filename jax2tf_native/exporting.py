@@ -99,7 +99,17 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
     from jax2tf_native import tf_runner  # tf_runner imports TF; exporting stays importable alone.
     logger.debug("jax2tf_native: exporting %s for %s", getattr(fun, "__name__", "fun"),
                  [f"{s.path}: {s.struct.dtype}[{', '.join(map(str, s.shape))}]" for s in specs])
-    exported = export(fun, tuple(s.struct for s in specs), {}, platforms=options.platforms,
-                      disabled_checks=options.disabled_checks)
+    try:
+        exported = export(fun, tuple(s.struct for s in specs), {}, platforms=options.platforms,
+                          disabled_checks=options.disabled_checks)
+    except ValueError as e:
+        if not str(e).startswith("Cannot solve for values of dimension variables"):
+            raise
+        from jax2tf_native.errors import PolymorphicShapeError
+        given = "; ".join(f"{s.path}: {s.spec!r}" for s in specs if s.spec)
+        raise PolymorphicShapeError(
+            f"JAX cannot compute the dimension variables from the input shapes ({given}): "
+            f"{str(e).splitlines()[0]} Fix: give every dimension variable a dimension that is "
+            f"the variable alone or a linear term like '2*b' or 'b + 1' in some argument.") from e
     return tf_runner.prepare(exported, specs, constraints=constraints,
                              stablehlo_version=options.stablehlo_version)

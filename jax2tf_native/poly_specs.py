@@ -165,7 +165,8 @@ def _strip_jax_prefix(e: Exception) -> str:
 
 
 def _fmt(shape) -> str:
-    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+    dims = ["?" if d is None else str(d) for d in shape]
+    return "(" + dims[0] + ",)" if len(dims) == 1 else "(" + ", ".join(dims) + ")"
 
 
 def _suggest(shape) -> str:

@@ -106,6 +106,9 @@ def atomic_directory(target: str | os.PathLike, *, overwrite: bool) -> Iterator[
     while not parent.exists():
         created_parents.append(parent)
         parent = parent.parent
+    if not parent.is_dir():
+        raise NotADirectoryError(f"cannot create {target}: {parent} is a file, not a directory. "
+                                 f"Fix: choose an output path whose parents are directories.")
     if not os.access(parent, os.W_OK):
         raise PermissionError(f"cannot write into {parent}: permission denied. Fix: choose a "
                               f"writable location for {target.name}.")

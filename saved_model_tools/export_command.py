@@ -38,7 +38,8 @@ def load_function(spec: str):
     if ":" not in spec:
         raise CommandError(f"{spec!r} is not MODULE:FUNCTION. Fix: e.g. my_model:apply.")
     module_name, function_name = spec.split(":", 1)
-    sys.path.insert(0, str(Path.cwd()))
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
@@ -137,7 +138,11 @@ def _handle(args: argparse.Namespace) -> int:
     except CommandError as e:
         print(f"jax2tf-native export: error: {e}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, FileExistsError, PermissionError,
-            NotADirectoryError) as e:
+    except FileExistsError:
+        print(f"jax2tf-native export: error: {args.out} already exists. Fix: add --overwrite to "
+              f"replace it (the old model stays until the new one is complete), or choose a new "
+              f"--out directory.", file=sys.stderr)
+        return 1
+    except (ValueError, TypeError, PermissionError, NotADirectoryError) as e:
         print(f"jax2tf-native export: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -74,6 +74,16 @@ class _Progress:
         self.done(label, start)
 
 
+def _example_array(index: int, arg) -> np.ndarray:
+    """The example argument as an array, or a TypeError naming it (np.asarray would accept
+    None or strings as object/str arrays and fail later with a confusing message)."""
+    array = np.asarray(arg) if arg is not None else None
+    if array is None or array.dtype.kind in "OUSV":
+        raise TypeError(f"example_args[{index}] is {type(arg).__name__} ({arg!r:.40}), not a "
+                        f"numeric array. Fix: pass one example array per input after params.")
+    return array
+
+
 def _as_specs(polymorphic_shapes, n_args: int) -> list:
     if polymorphic_shapes is None or isinstance(polymorphic_shapes, str):
         return [polymorphic_shapes] * n_args
@@ -154,7 +164,7 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
     if isinstance(example_args, (str, bytes)) or not isinstance(example_args, (list, tuple)):
         raise TypeError("example_args must be a list or tuple of arrays (one per input after "
                         f"params), got {type(example_args).__name__}. Fix: e.g. [images].")
-    example_args = [np.asarray(a) for a in example_args]
+    example_args = [_example_array(i, a) for i, a in enumerate(example_args)]
     extra = list(signatures or ())
     names = [DEFAULT_SIGNATURE] + [s.name for s in extra]
     if len(set(names)) != len(names):
@@ -204,7 +214,8 @@ def _build(spec: Signature, main: Signature, params_tree, with_gradient: bool,
            gradient_mode: str, platforms) -> _Built:
     fn = spec.fn or main.fn
     uses_main_args = spec.example_args is None
-    example_args = main.example_args if uses_main_args else [np.asarray(a) for a in spec.example_args]
+    example_args = (main.example_args if uses_main_args
+                    else [_example_array(i, a) for i, a in enumerate(spec.example_args)])
     poly = (main.polymorphic_shapes if uses_main_args and spec.polymorphic_shapes is None
             else _as_specs(spec.polymorphic_shapes, len(example_args)))
     where = f"signature {spec.name!r}"
