@@ -15,7 +15,7 @@ from jax2tf_native import example_model
 BATCH_SIZES = (1, 7, 64)
 
 
-def _time_per_call(fn: Callable, repeats: int) -> float:
+def median_seconds_per_call(fn: Callable, repeats: int) -> float:
     """Median seconds per call, after one warm-up call."""
     fn()
     samples = []
@@ -55,9 +55,9 @@ def run(batch_sizes: Sequence[int] = BATCH_SIZES, repeats: int = 20, rtol: float
         got = serving_fn(tf.constant(images)).numpy()
         agree = got.shape == expected.shape and np.allclose(got, expected, rtol=rtol, atol=atol)
         all_agree &= bool(agree)
-        jax_s = _time_per_call(lambda: model_jax(images).block_until_ready(), repeats)
+        jax_s = median_seconds_per_call(lambda: model_jax(images).block_until_ready(), repeats)
         tf_input = tf.constant(images)
-        tf_s = _time_per_call(lambda: serving_fn(tf_input).numpy(), repeats)
+        tf_s = median_seconds_per_call(lambda: serving_fn(tf_input).numpy(), repeats)
         diff = float(np.max(np.abs(got - expected))) if got.shape == expected.shape else float("inf")
         out(f"{batch:>6} {diff:>15.2e} {'yes' if agree else 'NO':>6} {jax_s * 1e3:>12.3f} "
             f"{tf_s * 1e3:>11.3f}")

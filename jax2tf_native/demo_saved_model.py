@@ -2,8 +2,6 @@
 verify it without JAX, and report signatures, sizes, the verify result and latencies."""
 from __future__ import annotations
 
-import statistics
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -13,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from jax2tf_native import example_model
+from jax2tf_native.demo import median_seconds_per_call
 
 TRAIN_STEPS = 20
 LEARNING_RATE = 0.5
@@ -45,16 +44,6 @@ def train(steps: int = TRAIN_STEPS, out: Callable[[str], None] = print) -> dict:
         losses.append(float(loss))
     out(f"trained {steps} SGD steps on synthetic data: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     return params
-
-
-def _median_ms(fn: Callable, repeats: int = 20) -> float:
-    fn()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e3
 
 
 def _replace_allowed(out_dir: Path) -> bool:
@@ -100,7 +89,9 @@ def run(out_dir: str, out: Callable[[str], None] = print) -> bool:
     for batch in (1, 64):
         images = example_model.example_images(batch)
         tf_images = tf.constant(images)
-        jax_ms = _median_ms(lambda: jitted(params, images).block_until_ready())
-        tf_ms = _median_ms(lambda: serve(images=tf_images)["logits"].numpy())
+        jax_ms = 1e3 * median_seconds_per_call(
+            lambda: jitted(params, images).block_until_ready(), repeats=20)
+        tf_ms = 1e3 * median_seconds_per_call(
+            lambda: serve(images=tf_images)["logits"].numpy(), repeats=20)
         out(f"{batch:>6} {jax_ms:>8.3f} {tf_ms:>13.3f}")
     return report.ok
