@@ -36,6 +36,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
             native_serialization_disabled_checks: Sequence[jax.export.DisabledSafetyCheck] = (),
             gradient_mode: str = "residuals",
             gradient_order: int | None = None,
+            linalg: str = "portable",
             stablehlo_version: str | None = None,
             cache_size: int = export_cache.DEFAULT_CACHE_SIZE,
             native_serialization: bool = True, enable_xla: bool = True) -> Callable:
@@ -63,6 +64,10 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         with_gradient=False for graphs that only serve.
       gradient_order: the highest derivative order TF may take (None: any). 1 leaves no custom
         gradient inside the backward pass, which is what a SavedModel can store.
+      linalg: "portable" (default): jnp.linalg / jax.scipy.linalg lower to StableHLO that TF's
+        XLA runs (JAX's CPU lowering uses LAPACK custom calls TF lacks); "native": JAX's own
+        lowering, for modules that run back in JAX. Non-portable primitives (eig, schur, ...)
+        fail at export with `NonPortableLinalgError`.
       stablehlo_version: the StableHLO version of the TF that will run the module (e.g.
         "1.13.7"); default the installed TF's.
       cache_size: how many exports a converted function keeps for eager calls (LRU).
@@ -111,7 +116,8 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
                 platforms if platforms is not None else native_serialization_platforms),
             disabled_checks=exporting.canonical_disabled_checks(
                 disabled_checks or native_serialization_disabled_checks),
-            stablehlo_version=stablehlo_version),
+            stablehlo_version=stablehlo_version,
+            linalg=exporting.check_linalg_mode(linalg)),
     )
     poly_specs.make_scope(options.constraints)  # Reject malformed constraints now.
     return _Converted(fun, options, cache_size)

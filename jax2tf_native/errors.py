@@ -21,3 +21,11 @@ class ExportedModuleError(ValueError):
 
 # Raised when an exported module holds a custom call TF cannot run; defined with the allowlist.
 from tf_ops.custom_call_check import CustomCallNotAllowedError  # noqa: E402,F401
+
+
+def __getattr__(name):
+    # Defined with the portable lowering, a large module: imported only when asked for.
+    if name == "NonPortableLinalgError":
+        from jax2tf_native.linalg_portable import NonPortableLinalgError
+        return NonPortableLinalgError
+    raise AttributeError(f"module 'jax2tf_native.errors' has no attribute {name!r}")

@@ -1,6 +1,7 @@
 """Exports a JAX function with the public `jax.export` API, for a TensorFlow consumer."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -51,20 +52,45 @@ def negotiated_calling_convention_version() -> int:
     return tf_max
 
 
+LINALG_MODES = ("portable", "native")
+
+
+def check_linalg_mode(linalg: str) -> str:
+    if linalg not in LINALG_MODES:
+        raise ValueError(f"linalg must be one of {LINALG_MODES}, got {linalg!r}. 'portable' "
+                         f"(default) lowers linear algebra to ops TF runs; 'native' keeps JAX's "
+                         f"LAPACK custom calls (for modules run back in JAX).")
+    return linalg
+
+
 def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
            platforms: Sequence[str] | None,
-           disabled_checks: Sequence[jax.export.DisabledSafetyCheck]) -> jax.export.Exported:
+           disabled_checks: Sequence[jax.export.DisabledSafetyCheck],
+           linalg: str = "portable") -> jax.export.Exported:
     """`jax.export.export(jax.jit(fun))` at a calling convention the installed TF runs.
+
+    With `linalg="portable"` linear algebra is lowered to StableHLO that TF's XLA runs (see
+    `linalg_portable`); "native" keeps JAX's lowering (LAPACK custom calls on CPU).
 
     Example:
         >>> exp = export(jnp.sin, (jax.ShapeDtypeStruct((3,), "float32"),), {},
         ...              platforms=None, disabled_checks=())
     """
+    from jax2tf_native import linalg_portable  # large module; only needed when exporting
     version = negotiated_calling_convention_version()
-    exporter = jax.export.export(jax.jit(fun), platforms=platforms,
-                                 disabled_checks=tuple(disabled_checks))
-    if version == jax.config.jax_export_calling_convention_version:
-        return exporter(*args_specs, **kwargs_specs)
+    scope = (linalg_portable.export_scope(platforms=platforms or (jax.default_backend(),))
+             if check_linalg_mode(linalg) == "portable" else contextlib.nullcontext({}))
+    with scope as extra_export_kwargs:
+        exporter = jax.export.export(jax.jit(fun), platforms=platforms,
+                                     disabled_checks=tuple(disabled_checks),
+                                     **extra_export_kwargs)
+        if version == jax.config.jax_export_calling_convention_version:
+            return exporter(*args_specs, **kwargs_specs)
+        return _export_at_version(exporter, version, args_specs, kwargs_specs)
+
+
+def _export_at_version(exporter, version: int, args_specs, kwargs_specs):
+    """Exports with JAX's calling-convention config set to `version` for this export only."""
     with _VERSION_LOCK:
         previous = jax.config.jax_export_calling_convention_version
         jax.config.update("jax_export_calling_convention_version", version)
@@ -87,10 +113,12 @@ class ExportOptions:
       platforms: lowering platforms, None for JAX's default backend.
       disabled_checks: `jax.export.DisabledSafetyCheck` values.
       stablehlo_version: the consuming TF's StableHLO version, None for the installed TF's.
+      linalg: "portable" (linear algebra TF can run) or "native" (JAX's LAPACK lowering).
     """
     platforms: tuple[str, ...] | None = None
     disabled_checks: tuple[jax.export.DisabledSafetyCheck, ...] = ()
     stablehlo_version: str | None = None
+    linalg: str = "portable"
 
 
 def export_prepared(fun: Callable, specs, options: ExportOptions, *,
@@ -101,7 +129,7 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
                  [f"{s.path}: {s.struct.dtype}[{', '.join(map(str, s.shape))}]" for s in specs])
     try:
         exported = export(fun, tuple(s.struct for s in specs), {}, platforms=options.platforms,
-                          disabled_checks=options.disabled_checks)
+                          disabled_checks=options.disabled_checks, linalg=options.linalg)
     except ValueError as e:
         if not str(e).startswith("Cannot solve for values of dimension variables"):
             raise

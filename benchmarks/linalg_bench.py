@@ -1,0 +1,234 @@
+"""Portable linear algebra in TF vs JAX's native LAPACK: solve, cholesky, svd at n = 64, 512.
+
+TF portable: the function exported inside `linalg_portable.export_scope` and run by
+XlaCallModule inside a tf.function. JAX native: `jax.jit` of the same function (LAPACK).
+Peer: jax.experimental.jax2tf.convert in a tf.function (expected to fail on LAPACK calls).
+Rounds are interleaved (harness.interleaved); medians are reported. float32 throughout.
+
+Both sides run single-threaded by default (XLA, Eigen and OpenBLAS pinned to one thread, set
+before JAX and TF load): on this 2-core machine shared with other jobs, multi-threaded runtimes
+from two frameworks in one process starve each other and the medians swung by 10x between runs.
+`--multithreaded` keeps each runtime's defaults.
+
+Run from the repository root:
+    PYTHONPATH=. python benchmarks/linalg_bench.py [--rounds-small 30] [--rounds-large 5]
+Writes benchmarks/results/linalg.json and benchmarks/results/linalg.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+
+MULTITHREADED = "--multithreaded" in sys.argv
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if not MULTITHREADED:
+    # Must precede the jax/tensorflow imports: the runtimes read these once.
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen"
+                               "=false intra_op_parallelism_threads=1").strip()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from jax.extend import mlir as jax_extend_mlir  # noqa: E402
+from jax.extend.mlir import ir  # noqa: E402
+from jax.extend.mlir.dialects import func as func_dialect  # noqa: E402
+from jax.interpreters import mlir as jax_mlir  # noqa: E402
+from tensorflow.compiler.mlir.stablehlo import stablehlo as tf_stablehlo  # noqa: E402
+from tensorflow.compiler.tf2xla.python import xla as tfxla  # noqa: E402
+
+from benchmarks.harness import environment, interleaved, write_results  # noqa: E402
+from jax2tf_native import linalg_portable  # noqa: E402
+
+if not MULTITHREADED:
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+SIZES = (64, 512)
+
+
+def _inputs(op: str, n: int):
+    rng = np.random.default_rng(n)
+    a = (rng.standard_normal((n, n)) / np.sqrt(n) + np.eye(n)).astype(np.float32)
+    if op == "solve":
+        return a, rng.standard_normal((n, 1)).astype(np.float32)
+    if op == "cholesky":
+        return ((a @ a.T + np.eye(n)).astype(np.float32),)
+    return (a,)
+
+
+OPS = {
+    "solve": jnp.linalg.solve,
+    "cholesky": jnp.linalg.cholesky,
+    "svd": lambda a: jnp.linalg.svd(a, full_matrices=False),
+}
+
+
+# TODO(lead): switch to jax2tf_native.convert(fun, linalg="portable") once it lands.
+def _module_for_tf(exported) -> bytes:
+    with jax_mlir.make_ir_context() as context:
+        module = jax_extend_mlir.deserialize_portable_artifact(
+            exported.mlir_module_serialized, context)
+        composites = []
+
+        def collect(op):
+            if op.operation.name == "stablehlo.composite":
+                composites.append(op.operation)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(collect)
+        for op in composites:
+            with ir.InsertionPoint(op), op.location:
+                call = func_dialect.CallOp([r.type for r in op.results],
+                                           op.attributes["decomposition"], list(op.operands))
+            for old, new in zip(op.results, call.results):
+                old.replace_all_uses_with(new)
+            op.erase()
+        return jax_extend_mlir.serialize_portable_artifact(
+            module, tf_stablehlo.get_current_version())
+
+
+def tf_portable(fun, args):
+    with linalg_portable.export_scope(platforms=("cpu",)) as extra:
+        exported = jax.export.export(jax.jit(fun), platforms=("cpu",), **extra)(*args)
+    linalg_portable.check_module_portable(exported)
+    module = _module_for_tf(exported)
+
+    @tf.function(autograph=False)
+    def call(*tensors):
+        return tfxla.call_module(
+            list(tensors), version=exported.calling_convention_version, module=module,
+            Tout=[tf.as_dtype(a.dtype) for a in exported.out_avals],
+            Sout=[a.shape for a in exported.out_avals], platforms=["CPU"],
+            disabled_checks=[], has_token_input_output=False, function_list=[],
+            use_shardy_partitioner=False)
+
+    tensors = [tf.constant(a) for a in args]
+    return lambda: call(*tensors)
+
+
+def peer_status(fun, args) -> str:
+    from jax.experimental import jax2tf
+    try:
+        outs = tf.function(jax2tf.convert(fun), autograph=False)(*args)
+        tf.nest.map_structure(lambda t: t.numpy(), outs)
+        return "runs"
+    except Exception as e:  # noqa: BLE001 -- the failure is the measurement
+        found = re.search(r"No FFI handler registered for \S+", str(e))
+        return f"fails: {type(e).__name__}: {found.group(0) if found else str(e)[:80]}"
+
+
+def first_call_seconds(fn) -> float:
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    return time.perf_counter() - start
+
+
+def bench(rounds_small: int, rounds_large: int) -> dict:
+    load_start = os.getloadavg()[0]
+    rows = []
+    for n in SIZES:
+        for op, fun in OPS.items():
+            args = _inputs(op, n)
+            jitted = jax.jit(fun)
+            jax_call = lambda jitted=jitted, args=args: jax.block_until_ready(jitted(*args))
+            tf_call = tf_portable(fun, args)
+            compile_s = {"jax_native": first_call_seconds(jax_call),
+                         "tf_portable": first_call_seconds(tf_call)}
+            large = n >= 256
+            stats = interleaved({"jax_native": jax_call, "tf_portable": tf_call},
+                                rounds=rounds_large if large else rounds_small,
+                                warmup=1 if large else 3)
+            want = [np.asarray(x) for x in jax.tree.leaves(jitted(*args))]
+            got = [np.asarray(x) for x in tf_call()]
+            # Sign-free check: singular values for svd, the outputs otherwise.
+            idx = [1] if op == "svd" else range(len(want))
+            max_rel_diff = max(float(np.max(np.abs(got[i] - want[i])) / np.max(np.abs(want[i])))
+                               for i in idx)
+            rows.append({
+                "op": op, "n": n, "dtype": "float32",
+                "jax_native": stats["jax_native"], "tf_portable": stats["tf_portable"],
+                "ratio_tf_over_jax": stats["tf_portable"]["median_s"]
+                / stats["jax_native"]["median_s"],
+                "first_call_s": compile_s, "max_rel_diff": max_rel_diff,
+                "peer_jax2tf": peer_status(fun, args),
+            })
+            print(f"{op:9s} n={n:4d}  jax {stats['jax_native']['median_s'] * 1e3:9.3f} ms  "
+                  f"tf {stats['tf_portable']['median_s'] * 1e3:9.3f} ms  "
+                  f"ratio {rows[-1]['ratio_tf_over_jax']:6.1f}x", flush=True)
+    return {"environment": environment(), "rows": rows,
+            "threads": "runtime defaults" if MULTITHREADED else "1 (XLA, Eigen, OpenBLAS, TF)",
+            "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
+            "note": "2 CPU cores shared with other work; numbers are noisy"}
+
+
+def markdown(payload: dict) -> str:
+    env = payload["environment"]
+    lines = [
+        "# Portable linear algebra: TF (XlaCallModule) vs JAX native (LAPACK)",
+        "",
+        f"jax {env['jax']}, tensorflow {env['tensorflow']}, python {env['python']}, "
+        f"{env['cpus']} CPUs ({env['machine']}). float32. Threads: {payload['threads']}. "
+        "The machine has **2 cores shared with other work** (other jobs ran concurrently; "
+        f"1-minute load average {payload['load_average_1min']['start']:.1f} at the start, "
+        f"{payload['load_average_1min']['end']:.1f} at the end), so absolute numbers are "
+        "noisy; rounds are "
+        "interleaved so the noise hits both sides alike, and both sides are pinned to one "
+        "thread because two multi-threaded runtimes in one oversubscribed process starved "
+        "each other (medians moved 10x between runs).",
+        "",
+        "TF portable = the function exported inside `linalg_portable.export_scope` and run by "
+        "XlaCallModule in a `tf.function`; JAX native = `jax.jit` (LAPACK custom calls). "
+        "Ratio = TF median / JAX median (above 1 means TF is slower). First call includes "
+        "compilation.",
+        "",
+        "| op | n | JAX native median | TF portable median | ratio | first call JAX / TF |"
+        " max rel. diff | peer jax2tf |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in payload["rows"]:
+        lines.append(
+            f"| {r['op']} | {r['n']} | {r['jax_native']['median_s'] * 1e3:.3f} ms | "
+            f"{r['tf_portable']['median_s'] * 1e3:.3f} ms | {r['ratio_tf_over_jax']:.1f}x | "
+            f"{r['first_call_s']['jax_native']:.2f} s / {r['first_call_s']['tf_portable']:.2f} s"
+            f" | {r['max_rel_diff']:.1e} | {r['peer_jax2tf']} |")
+    lines += [
+        "",
+        "Why the ratio is not 1: TF's XLA has no LAPACK, so the portable module runs code "
+        "built from what XLA can expand itself. `cholesky` is a blocked Cholesky written in "
+        "JAX (64-column blocks; XLA's own `stablehlo.cholesky` expansion measured ~10x slower "
+        "at n = 512) on top of XLA's triangular solve and matmul; `solve` is a blocked, "
+        "partially pivoted LU in JAX (64-column panels, each factored by a rolled loop of "
+        "rank-1 updates) plus two triangular solves; `svd` is QDWH (QR and Cholesky "
+        "iterations) followed by XLA's Jacobi `Eigh` expansion and a refinement step. The "
+        "Jacobi eigensolver, O(n^3) per sweep with n - 1 sequential rounds per sweep, is "
+        "most of the SVD time at n = 512, which is where the portable path is weakest. At "
+        "n = 64 the fixed cost of launching the TF op is a visible part of the TF time. The "
+        "first call compiles the module with XLA (once per input shape); the unrolled "
+        "blocked algorithms and the QDWH/Jacobi loops make that seconds, not milliseconds.",
+        "",
+        "The peer (jax.experimental.jax2tf) cannot run any of these in TF: its modules keep "
+        "jaxlib's LAPACK custom calls.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds-small", type=int, default=30, help="rounds at n = 64")
+    parser.add_argument("--rounds-large", type=int, default=5, help="rounds at n = 512")
+    parser.add_argument("--multithreaded", action="store_true",
+                        help="keep each runtime's default thread pools (read before imports)")
+    args = parser.parse_args()
+    payload = bench(args.rounds_small, args.rounds_large)
+    write_results("linalg", payload, markdown(payload))
+
+
+if __name__ == "__main__":
+    main()

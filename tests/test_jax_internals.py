@@ -1,0 +1,58 @@
+"""Pins every JAX internal that jax2tf_native/_jax_internals.py uses.
+
+Each test fails loudly when a JAX upgrade moves, renames or stops binding the internal, with
+what to change. If JAX starts exporting one publicly, switch _jax_internals to the public name.
+"""
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+from jax2tf_native import _jax_internals
+
+
+def _primitives_bound_by(fun, *args):
+    """Names of all primitives in fun's jaxpr, including inside nested jaxprs (jit, etc.)."""
+    found = set()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            found.add(eqn.primitive)
+            for param in eqn.params.values():
+                for sub in (param if isinstance(param, (tuple, list)) else (param,)):
+                    inner = getattr(sub, "jaxpr", None)
+                    if inner is not None:
+                        walk(getattr(inner, "jaxpr", inner))
+
+    walk(jax.make_jaxpr(fun)(*args).jaxpr)
+    return found
+
+
+def test_geqrf_p_is_the_primitive_public_functions_bind():
+    p = _jax_internals.geqrf_p
+    assert isinstance(p, jax.extend.core.Primitive), type(p)
+    assert p.name == "geqrf" and p.multiple_results
+    a = np.zeros((4, 3), np.float32)
+    for fun in (lambda a: jnp.linalg.qr(a, mode="raw"),
+                lambda a: jsl.qr_multiply(a, np.zeros((2, 4), np.float32))):
+        assert p in _primitives_bound_by(fun, a), (
+            "JAX no longer binds jax._src.lax.linalg.geqrf_p here: update "
+            "jax2tf_native/_jax_internals.py and the geqrf rule in linalg_portable")
+
+
+def test_geqp3_p_is_the_primitive_pivoted_qr_multiply_binds():
+    p = _jax_internals.geqp3_p
+    assert isinstance(p, jax.extend.core.Primitive), type(p)
+    assert p.name == "geqp3" and p.multiple_results
+    a = np.zeros((4, 3), np.float32)
+    fun = lambda a: jsl.qr_multiply(a, np.zeros((2, 4), np.float32), pivoting=True)
+    assert p in _primitives_bound_by(fun, a), (
+        "JAX no longer binds jax._src.lax.linalg.geqp3_p here: update "
+        "jax2tf_native/_jax_internals.py and the geqp3 rule in linalg_portable")
+
+
+def test_geqrf_lowers_to_lapack_on_cpu_without_the_override():
+    """The reason the internal is needed: without our rule the module calls LAPACK."""
+    text = jax.jit(lambda a: jnp.linalg.qr(a, mode="raw")).lower(
+        np.zeros((4, 3), np.float32)).as_text()
+    assert "lapack_sgeqrf" in text
