@@ -440,7 +440,7 @@ def module_text(module: bytes) -> tuple[str | None, str | None]:
     MLIR. Modules stored as MLIR text (calling conventions < 5 allowed it) are returned as is.
     """
     import tensorflow as tf
-    from tensorflow.compiler.mlir.stablehlo import stablehlo as tf_stablehlo
+    from tf_ops import versions
 
     if not module.startswith(_BYTECODE_MAGIC):
         try:
@@ -449,7 +449,7 @@ def module_text(module: bytes) -> tuple[str | None, str | None]:
             return None, "neither MLIR bytecode nor UTF-8 text"
     with native_stderr_captured() as diagnostics:
         try:
-            bytecode = tf_stablehlo.deserialize_portable_artifact_str(module)
+            bytecode = versions.deserialize_with_tf(module)
             if not bytecode:
                 raise ValueError("deserialized to an empty module")
             text = tf.mlir.experimental.run_pass_pipeline(_Utf8Passthrough(bytecode), "", False)

@@ -56,3 +56,12 @@ def check_calling_convention_supported(version: int) -> None:
             f"installed TensorFlow runs versions {low}..{high}. Fix: upgrade TensorFlow on the "
             f"host that runs the model, or export with a JAX whose calling convention is in "
             f"{low}..{high}.")
+
+
+def deserialize_with_tf(module: bytes) -> str:
+    """A portable artifact deserialized by the installed TF's StableHLO library (no JAX): MLIR
+    bytecode in TF's own StableHLO version, returned as a str of bytes as TF's API does.
+
+    Raises whatever TF raises for an artifact newer than it reads (ValueError/UnknownError).
+    """
+    return _tf_stablehlo.deserialize_portable_artifact_str(module)
