@@ -11,3 +11,11 @@ moves or changes it.
 # jax.extend.core.primitives; other linalg primitives are there).
 from jax._src.lax.linalg import geqp3_p as geqp3_p  # noqa: F401
 from jax._src.lax.linalg import geqrf_p as geqrf_p  # noqa: F401
+
+
+# Why: jax.export.export's documented but underscore-prefixed keyword `_override_lowering_rules`
+# (a sequence of (primitive, lowering rule)) is the only hook that changes lowering for one
+# export without touching JAX's process-global registry, and it is part of JAX's lowering-cache
+# key, so cached LAPACK lowerings of jnp.linalg's nested jits cannot leak in (see
+# linalg_portable). Named here so that the dependency is explicit and pinned.
+OVERRIDE_LOWERING_RULES_KWARG = "_override_lowering_rules"

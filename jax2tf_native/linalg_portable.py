@@ -841,7 +841,7 @@ def export_scope(platforms: Sequence[str] = ("cpu",)
             f"export_scope: unknown platform(s) {bad or list(platforms)}; expected "
             f"a non-empty subset of {_KNOWN_PLATFORMS}. Fix: pass the same "
             "lower-case platform names given to jax.export.export.")
-    yield {"_override_lowering_rules": portable_lowering_rules()}
+    yield {_jax_internals.OVERRIDE_LOWERING_RULES_KWARG: portable_lowering_rules()}
 
 
 # ---------------------------------------------------------------------------

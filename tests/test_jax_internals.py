@@ -4,6 +4,7 @@ Each test fails loudly when a JAX upgrade moves, renames or stops binding the in
 what to change. If JAX starts exporting one publicly, switch _jax_internals to the public name.
 """
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
@@ -56,3 +57,18 @@ def test_geqrf_lowers_to_lapack_on_cpu_without_the_override():
     text = jax.jit(lambda a: jnp.linalg.qr(a, mode="raw")).lower(
         np.zeros((4, 3), np.float32)).as_text()
     assert "lapack_sgeqrf" in text
+
+
+def test_export_accepts_override_lowering_rules_and_applies_them():
+    import inspect
+    name = _jax_internals.OVERRIDE_LOWERING_RULES_KWARG
+    assert name in inspect.signature(jax.export.export).parameters, (
+        f"jax.export.export lost its {name} keyword: linalg_portable needs another way to "
+        f"override lowering rules for one export")
+    from jax.interpreters import mlir
+    rule = mlir.lower_fun(lambda x, **params: x * 3.0, multiple_results=False)
+    exported = jax.export.export(jax.jit(jnp.sin), **{name: ((jax.lax.sin_p, rule),)})(
+        np.zeros(2, np.float32))
+    np.testing.assert_allclose(exported.call(np.ones(2, np.float32)), [3.0, 3.0])
+    # Nothing leaked into ordinary JAX.
+    np.testing.assert_allclose(jnp.sin(np.ones(2, np.float32)), np.sin(np.ones(2)), rtol=1e-6)
