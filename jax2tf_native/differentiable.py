@@ -96,7 +96,8 @@ class DifferentiableFunction:
             if self._backward is False:
                 forward = self.forward()
                 assert forward is not None
-                res_avals = forward.prepared.exported.out_avals[forward.n_outputs:]
+                computed_avals = forward.prepared.exported.out_avals[forward.n_outputs:]
+                res_avals = forward.structure.residuals(self.flat.in_avals, computed_avals)
                 specs = ([_spec(f"residual[{i}]", a) for i, a in enumerate(res_avals)]
                          + self._cotangent_specs(forward.structure.diff_out))
                 try:

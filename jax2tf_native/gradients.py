@@ -61,7 +61,8 @@ def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Seq
             residuals = None
         else:
             everything = tf_runner.call_flat(forward.prepared, xs, asserts)
-            outs, residuals = everything[:forward.n_outputs], everything[forward.n_outputs:]
+            outs = everything[:forward.n_outputs]
+            residuals = forward.structure.residuals(xs, everything[forward.n_outputs:])
 
         def grad(*cts):
             diff_out = node.diff_out()

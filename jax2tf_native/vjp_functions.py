@@ -75,18 +75,33 @@ def _split_inputs(flat: FlatFunction, xs: Sequence):
 
 @dataclasses.dataclass
 class ResidualForward:
-    """`fwd(*xs) -> [*outputs, *residuals]` and what the backward pass needs to rebuild it.
+    """`fwd(*xs) -> [*outputs, *computed residuals]` and how to rebuild all residuals.
 
-    `residual_tree`, `n_outputs` and `diff_out` are set when `fwd` is traced (by export).
+    Many residuals are simply inputs (a weight matrix the backward multiplies by): returning
+    them would copy every parameter out of the forward op on every call, so they are not
+    outputs; `residual_sources` says where each residual comes from instead.
+
+    Attributes:
+      fwd: the function to export.
+      residual_tree: the pullback's tree structure (set when `fwd` is traced by export).
+      n_outputs: number of user outputs at the front of fwd's results.
+      diff_out: indices of the differentiable outputs.
+      residual_sources: per residual leaf, ("input", i) for `xs[i]`, or ("output", j) for the
+        j-th residual that fwd returns after the user outputs.
     """
     fwd: Callable[..., list]
     residual_tree: Any = None
     n_outputs: int | None = None
     diff_out: tuple[int, ...] | None = None
+    residual_sources: tuple[tuple[str, int], ...] | None = None
+
+    def residuals(self, xs: Sequence, computed: Sequence) -> list:
+        """All residual leaves, in pullback order, from the inputs and fwd's extra outputs."""
+        return [xs[i] if kind == "input" else computed[i] for kind, i in self.residual_sources]
 
 
 def residual_forward(flat: FlatFunction) -> ResidualForward:
-    """The forward function that also returns the VJP residuals."""
+    """The forward function that also returns the VJP residuals that are not inputs."""
     result = ResidualForward(fwd=None)
 
     def fwd(*xs):
@@ -94,7 +109,17 @@ def residual_forward(flat: FlatFunction) -> ResidualForward:
         _, pullback, (outs, diff_out) = jax.vjp(on_diff, *diff_xs, has_aux=True)
         residuals, result.residual_tree = jax.tree_util.tree_flatten(pullback)
         result.n_outputs, result.diff_out = len(outs), diff_out
-        return list(outs) + [jnp.asarray(r) for r in residuals]
+        computed, sources = [], []
+        for r in residuals:
+            # Identity, not equality: the residual is the traced input itself.
+            same = [i for i, x in enumerate(xs) if r is x]
+            if same:
+                sources.append(("input", same[0]))
+            else:
+                sources.append(("output", len(computed)))
+                computed.append(jnp.asarray(r))
+        result.residual_sources = tuple(sources)
+        return list(outs) + computed
 
     result.fwd = fwd
     return result
