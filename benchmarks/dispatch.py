@@ -17,7 +17,7 @@ import tensorflow as tf  # noqa: E402
 from jax.experimental import jax2tf  # noqa: E402
 
 import jax2tf_native  # noqa: E402
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness, rows  # noqa: E402
 
 
 def tiny(x):
@@ -54,6 +54,20 @@ def run(rounds: int = 200) -> dict:
     }
     return {"environment": harness.environment(), "rounds": rounds, "stats": stats,
             "ratios": ratios, "target": {"ours eager / ours tf.function": 1.5}}
+
+
+def section(result: dict) -> dict:
+    """`run`'s result as a `rows.section` for the combined report (benchmarks.run)."""
+    stats = {k: rows.from_harness(v) for k, v in result["stats"].items()}
+    out = [rows.row("tiny sin(x)*2", mode, jax=stats["jax.jit"], jax_label="jax.jit",
+                    peer=stats[f"peer {mode}"], peer_label=f"jax2tf {mode}",
+                    ours=stats[f"ours {mode}"], ours_label=f"ours {mode}")
+           for mode in ("eager", "tf.function")]
+    description = (
+        "A cached call of `sin(x) * 2` on 16 float32 (per-call overhead). jax2tf's eager path "
+        "re-exports on every call. Target: ours eager <= 1.5x ours tf.function.")
+    return rows.section("dispatch", "Tiny-function dispatch", description, out,
+                        {"rounds": result["rounds"], "ratios": result["ratios"]})
 
 
 def markdown(result: dict) -> str:

@@ -1,6 +1,7 @@
 """A training step's gradient: TF tape through our converted loss vs jax.jit(value_and_grad).
 
-Workloads: MLP 512->1024->1024->1024->10 at batch 256; the example CNN (28x28x1) at batch 64.
+Workloads: MLP 512->1024->1024->1024->10 at batch 256; the example CNN (28x28x1) at batch 64;
+the transformer block of `benchmarks.transformer` (seq 128, d 256) at batch 8.
 Each TF candidate is a tf.function computing (loss, grads w.r.t. tf.Variables); with and
 without jit_compile. Target: ours <= 1.05x JAX. Run: `python -m benchmarks.training_step`.
 """
@@ -17,11 +18,15 @@ import tensorflow as tf  # noqa: E402
 from jax.experimental import jax2tf  # noqa: E402
 
 import jax2tf_native  # noqa: E402
-from benchmarks import harness, models  # noqa: E402
+from benchmarks import harness, models, rows, transformer  # noqa: E402
 
+# name: (parameters, loss(params, x, labels), (x, labels))
 WORKLOADS = {
-    "mlp b256": (models.mlp_params, models.mlp_apply, lambda: models.mlp_batch(256)),
-    "cnn b64": (models.cnn_params, models.cnn_apply, lambda: models.cnn_batch(64)),
+    "mlp b256": (models.mlp_params, models.cross_entropy(models.mlp_apply),
+                 lambda: models.mlp_batch(256)),
+    "cnn b64": (models.cnn_params, models.cross_entropy(models.cnn_apply),
+                lambda: models.cnn_batch(64)),
+    "transformer b8": (transformer.params, transformer.loss, lambda: transformer.batch(8)),
 }
 
 
@@ -35,10 +40,9 @@ def _tf_step(converted_loss, variables, jit_compile):
 
 
 def candidates_for(name: str) -> tuple[dict, dict]:
-    make_params, apply_fn, make_batch = WORKLOADS[name]
+    make_params, loss, make_batch = WORKLOADS[name]
     params = make_params()
     x, labels = make_batch()
-    loss = models.cross_entropy(apply_fn)
     jax_step = jax.jit(jax.value_and_grad(loss))
     params_jax = jax.tree.map(jax.numpy.asarray, params)
     x_jax, labels_jax = jax.numpy.asarray(x), jax.numpy.asarray(labels)
@@ -75,6 +79,27 @@ def run(rounds: int) -> dict:
                          "ratio_vs_jax": {k: v["median_s"] / base for k, v in stats.items()}}
     return {"environment": harness.environment(), "rounds": rounds, "workloads": results,
             "target": {"ours / jax": 1.05}}
+
+
+def section(result: dict) -> dict:
+    """`run`'s result as a `rows.section` for the combined report (benchmarks.run)."""
+    out = []
+    for name, r in result["workloads"].items():
+        stats = {k: rows.from_harness(v) for k, v in r["stats"].items()}
+        for suffix, setting in (("", "tf.function"), (" jit_compile", "tf.function jit_compile")):
+            out.append(rows.row(name, setting, jax=stats["jax.jit(value_and_grad)"],
+                                jax_label="jax.jit(value_and_grad)",
+                                peer=stats["peer" + suffix], peer_label="jax2tf" + suffix,
+                                ours=stats["ours" + suffix], ours_label="ours" + suffix))
+    description = (
+        "One training step's loss and gradients w.r.t. the tf.Variable parameters: "
+        "tf.GradientTape through the converted loss inside a tf.function, vs "
+        "jax.jit(jax.value_and_grad(loss)); ours with its default gradient_mode='residuals'. "
+        "Target: ours/JAX <= 1.05.")
+    details = {name: {"max_grad_error_vs_jax": r["max_grad_error_vs_jax"]}
+               for name, r in result["workloads"].items()}
+    details["rounds"] = result["rounds"]
+    return rows.section("gradient", "Training-step gradient", description, out, details)
 
 
 def markdown(result: dict) -> str:

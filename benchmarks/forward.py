@@ -1,0 +1,104 @@
+"""Forward (inference) passes: MLP, CNN and transformer block, at two batch sizes each.
+
+Each TF candidate is a `tf.function` closing over `tf.Variable` parameters (as a served model
+does), with and without `jit_compile`. Ours runs twice: with the default
+`gradient_mode="residuals"` (the forward op also outputs VJP residuals, so a later tape gradient
+need not recompute it) and with `gradient_mode="recompute"` (the forward op computes only the
+outputs: the inference configuration, the same op as `with_gradient=False`, and what
+`saved_model_tools.save` uses). Target: ours <= 1.05x `jax.jit` at batch 256.
+Run alone: `python -m benchmarks.forward [--rounds N]`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from jax.experimental import jax2tf  # noqa: E402
+
+import jax2tf_native  # noqa: E402
+from benchmarks import calibrate, harness, models, rows, transformer  # noqa: E402
+
+MODELS = {
+    "mlp": (models.mlp_params, models.mlp_apply, lambda b: models.mlp_batch(b)[0]),
+    "cnn": (models.cnn_params, models.cnn_apply, lambda b: models.cnn_batch(b)[0]),
+    "transformer": (transformer.params, transformer.apply, lambda b: transformer.batch(b)[0]),
+}
+# (model, batch): batch 256 is where the target applies; the transformer block (seq 128) uses 8.
+WORKLOADS = (("mlp", 1), ("mlp", 256), ("cnn", 1), ("cnn", 256),
+             ("transformer", 1), ("transformer", 8))
+OURS_VARIANTS = {"ours": "residuals", "ours recompute": "recompute"}
+
+
+def _tf_forward(converted, variables, jit_compile: bool):
+    return tf.function(lambda x: converted(variables, x), autograph=False,
+                       jit_compile=jit_compile)
+
+
+def candidates_for(model: str, batch: int) -> dict:
+    """{label: zero-argument callable running one synchronized forward pass}."""
+    make_params, apply_fn, make_input = MODELS[model]
+    params = make_params()
+    x = make_input(batch)
+    jitted = jax.jit(apply_fn)
+    params_jax = jax.tree.map(jax.numpy.asarray, params)
+    x_jax = jax.numpy.asarray(x)
+    want = np.asarray(jitted(params_jax, x_jax))
+    variables = {k: tf.Variable(v) for k, v in params.items()}
+    x_tf = tf.constant(x)
+    tf_fns = {}
+    for jit_compile in (False, True):
+        suffix = " jit_compile" if jit_compile else ""
+        tf_fns["jax2tf" + suffix] = _tf_forward(jax2tf.convert(apply_fn), variables, jit_compile)
+        for label, mode in OURS_VARIANTS.items():
+            tf_fns[label + suffix] = _tf_forward(
+                jax2tf_native.convert(apply_fn, gradient_mode=mode), variables, jit_compile)
+    for label, fn in tf_fns.items():
+        np.testing.assert_allclose(fn(x_tf).numpy(), want, rtol=2e-4, atol=2e-4,
+                                   err_msg=f"{model} b{batch}: {label} differs from jax.jit")
+    candidates = {"jax.jit": lambda: jitted(params_jax, x_jax).block_until_ready()}
+    for label, fn in tf_fns.items():
+        candidates[label] = (lambda f: lambda: f(x_tf).numpy())(fn)
+    return candidates
+
+
+def run(rounds: int = 30) -> dict:
+    """Measures every workload; returns a `rows.section`."""
+    out, calls = [], {}
+    for model, batch in WORKLOADS:
+        name = f"{model} b{batch}"
+        candidates = candidates_for(model, batch)
+        calls[name] = calibrate.calls_per_round(candidates)
+        stats = {k: rows.from_harness(v) for k, v in harness.interleaved(
+            candidates, rounds=rounds, calls_per_round=calls[name]).items()}
+        for suffix, setting in (("", "tf.function"), (" jit_compile", "tf.function jit_compile")):
+            for label, mode in OURS_VARIANTS.items():
+                out.append(rows.row(
+                    name, setting, jax=stats["jax.jit"], jax_label="jax.jit",
+                    peer=stats["jax2tf" + suffix], peer_label="jax2tf" + suffix,
+                    ours=stats[label + suffix], ours_label=f"ours ({mode})" + suffix))
+    description = (
+        "Forward pass per call, parameters as tf.Variables, input a tf.Tensor, result copied to "
+        "numpy (JAX: block_until_ready). `ours (residuals)` is the default gradient_mode (the "
+        "forward op also outputs VJP residuals); `ours (recompute)` is the inference "
+        "configuration (same op as with_gradient=False; what saved_model_tools.save uses). "
+        "jax2tf's forward never outputs residuals. Each round times a block of consecutive "
+        "calls per candidate (benchmarks/calibrate.py). Target: ours/JAX <= 1.05 at batch 256.")
+    return rows.section("forward", "Forward pass", description, out,
+                        {"rounds": rounds, "calls_per_round": calls})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    from benchmarks import report
+    print(report.section_markdown(run(args.rounds)))
+
+
+if __name__ == "__main__":
+    main()

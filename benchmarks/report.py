@@ -1,0 +1,172 @@
+"""Renders benchmark results: a markdown report (tables of medians, spreads and ratios) and an
+optional PNG plot of the ratios (needs matplotlib: `pip install matplotlib`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks import targets as targets_lib
+
+RATIO_COLUMNS = (("ours/jax", "ours/JAX"), ("peer/jax", "jax2tf/JAX"), ("ours/peer", "ours/jax2tf"))
+
+
+def fmt_value(value: float, unit: str) -> str:
+    """A number with a readable unit.
+
+    Example:
+        >>> fmt_value(0.0123, "s"), fmt_value(2.5e6, "bytes")
+        ('12.3 ms', '2.5 MB')
+    """
+    if unit == "bytes":
+        for scale, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+            if value >= scale:
+                return f"{value / scale:.3g} {name}"
+        return f"{value:.0f} B"
+    for scale, name in ((1.0, "s"), (1e-3, "ms")):
+        if value >= scale:
+            return f"{value / scale:.3g} {name}"
+    return f"{value * 1e6:.3g} µs"
+
+
+def fmt_stats(stats: dict | None, unit: str) -> str:
+    """"median (p10-p90)", or "-" when absent."""
+    if stats is None:
+        return "-"
+    if stats["n"] == 1 or stats["p10"] == stats["p90"]:
+        return fmt_value(stats["median"], unit)
+    return (f"{fmt_value(stats['median'], unit)} "
+            f"({fmt_value(stats['p10'], unit)}–{fmt_value(stats['p90'], unit)})")
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+MARKS = "¹²³⁴⁵⁶⁷⁸⁹"
+
+
+def section_markdown(section: dict) -> str:
+    """One section: title, description and its table (row notes as numbered footnotes)."""
+    notes = list(dict.fromkeys(row["note"] for row in section["rows"] if row["note"]))
+    mark = lambda note: f" {MARKS[notes.index(note)]}" if note else ""
+    lines = [f"## {section['title']}", "", section["description"], "",
+             "| workload | setting | ours | JAX | jax2tf | ours | "
+             + " | ".join(title for _, title in RATIO_COLUMNS) + " |",
+             "|---|---|---|---|---|---|" + "---:|" * len(RATIO_COLUMNS)]
+    for row in section["rows"]:
+        unit = row["unit"]
+        lines.append(
+            f"| {row['workload']} | {row['setting']} | {row['labels']['ours']}"
+            f"{mark(row['note'])} | {fmt_stats(row['jax'], unit)} | "
+            f"{fmt_stats(row['peer'], unit)} | {fmt_stats(row['ours'], unit)} | "
+            + " | ".join(fmt_ratio(row["ratios"][key]) for key, _ in RATIO_COLUMNS) + " |")
+    if notes:
+        lines += [""] + [f"{MARKS[i]} {note}." for i, note in enumerate(notes)]
+    return "\n".join(lines) + "\n"
+
+
+def targets_markdown(checks: list[dict]) -> str:
+    """The target summary and every missed check."""
+    lines = ["## Targets (ours vs JAX native and vs jax2tf)", "",
+             "| target | met | missed, within noise* |", "|---|---:|---:|"]
+    for target, s in targets_lib.summary(checks).items():
+        lines.append(f"| {target} | {s['met']} / {s['total']} | {s['missed_within_noise']} |")
+    missed = [c for c in checks if not c["met"]]
+    if missed:
+        lines += ["", "Missed:", "",
+                  "| target | workload | setting | ours | value | limit | within noise* |",
+                  "|---|---|---|---|---:|---:|---|"]
+        for c in missed:
+            lines.append(f"| {c['target']} | {c['workload']} | {c['setting']} | {c['ours']} | "
+                         f"{c['value']:.2f} | {c['limit']} | "
+                         f"{'yes' if c['within_noise'] else 'no'} |")
+    lines += ["", "\\* the compared p10–p90 ranges overlap: the miss is within this run's "
+                  "noise."]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(result: dict) -> str:
+    """The whole report: environment, targets, then every section."""
+    env = result["environment"]
+    head = [f"# Benchmarks: JAX native vs jax2tf vs jax2tf-native ({result['mode']} run)", "",
+            f"jax {env['jax']}, tensorflow {env['tensorflow']}, python {env['python']}, "
+            f"{env['machine']}, {env['cpus']} CPUs; {result['duration_s']:.0f} s; one process, "
+            f"candidates interleaved round by round; median (p10–p90); ratios of medians, lower "
+            f"is better. Command: `{result['command']}`.", ""]
+    parts = ["\n".join(head), targets_markdown(result["targets"])]
+    parts += [section_markdown(s) for s in result["sections"]]
+    return "\n".join(parts)
+
+
+def plot(result: dict, path: str | Path) -> Path | None:
+    """Bars of ours/JAX and jax2tf/JAX per row (ours/jax2tf where there is no JAX side).
+
+    Returns the PNG path, or None (with the reason printed) when matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("report: matplotlib is not installed, no plot written "
+              "(pip install matplotlib, or the package's `bench` extra).")
+        return None
+    vs_jax, vs_peer = [], []
+    for section in result["sections"]:
+        for row in section["rows"]:
+            ours = row["labels"]["ours"]
+            # The ours label already says jit_compile / eager where the setting would.
+            setting = ("" if row["setting"].startswith("tf.function") or row["setting"] in ours
+                       else f"{row['setting']}, ")
+            label = f"{section['group']}: {row['workload']}, {setting}{ours}"
+            if row["ratios"]["ours/jax"] is not None:
+                vs_jax.append((label, row["ratios"]["ours/jax"], row["ratios"]["peer/jax"]))
+            elif row["ratios"]["ours/peer"] is not None:
+                vs_peer.append((label, row["ratios"]["ours/peer"]))
+    heights = [max(1, len(vs_jax)), max(1, len(vs_peer))]
+    fig, axes = plt.subplots(2, 1, figsize=(11, 0.24 * sum(heights) + 2.5),
+                             gridspec_kw={"height_ratios": heights})
+    ax = axes[0]
+    ys = range(len(vs_jax))
+    ax.barh([y + 0.2 for y in ys], [r[1] for r in vs_jax], height=0.4, label="ours / JAX")
+    ax.barh([y - 0.2 for y in ys], [r[2] if r[2] is not None else 0 for r in vs_jax],
+            height=0.4, label="jax2tf / JAX", alpha=0.7)
+    ax.set_yticks(list(ys), [r[0] for r in vs_jax], fontsize=6)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.axvline(1.05, color="red", linewidth=0.8, linestyle="--", label="1.05 target")
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Time relative to jax.jit (lower is better, log scale)", fontsize=9)
+    ax = axes[1]
+    ys = range(len(vs_peer))
+    ax.barh(list(ys), [r[1] for r in vs_peer], height=0.5, color="tab:green",
+            label="ours / jax2tf")
+    ax.set_yticks(list(ys), [r[0] for r in vs_peer], fontsize=6)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("No JAX counterpart: ours relative to jax2tf (lower is better)", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m benchmarks.report [results/latest.json]`: re-renders latest.md and latest.png
+    next to the JSON (no measuring) and prints the targets table."""
+    import argparse
+    import json
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("json", nargs="?", type=Path,
+                        default=Path(__file__).resolve().parent / "results" / "latest.json")
+    args = parser.parse_args(argv)
+    result = json.loads(args.json.read_text())
+    args.json.with_suffix(".md").write_text(markdown(result))
+    plot(result, args.json.with_suffix(".png"))
+    print(targets_markdown(result["targets"]))
+
+
+if __name__ == "__main__":
+    main()

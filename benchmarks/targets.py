@@ -1,0 +1,74 @@
+"""Issue 7's speed targets, checked against the report rows (never in tests: numbers vary).
+
+  forward     ours/JAX <= 1.05 for forward rows at batch 256
+  gradient    ours/JAX <= 1.05 for every training-step row
+  dispatch    ours eager <= 1.5x ours tf.function (tiny function)
+  conversion  ours <= jax2tf for every conversion row
+  vs peer     ours <= jax2tf on every row that has both (rows marked "proposed" excluded)
+
+Each check records the value, the limit, whether it is met, and whether the two compared
+p10-p90 ranges overlap (the difference is within this run's noise).
+"""
+from __future__ import annotations
+
+from benchmarks import rows as rows_lib
+
+FORWARD_LIMIT = 1.05
+GRADIENT_LIMIT = 1.05
+EAGER_OVER_GRAPH_LIMIT = 1.5
+
+
+def _check(target: str, row: dict, value: float, limit: float, noise: bool) -> dict:
+    return {"target": target, "workload": row["workload"], "setting": row["setting"],
+            "ours": row["labels"]["ours"], "value": value, "limit": limit,
+            "met": value <= limit, "within_noise": noise}
+
+
+def evaluate(sections: list[dict]) -> list[dict]:
+    """All target checks for the rows of `sections` (those present).
+
+    Example:
+        >>> evaluate([])
+        []
+    """
+    by_group = {s["group"]: s["rows"] for s in sections}
+    checks = []
+    for row in by_group.get("forward", []):
+        if row["workload"].endswith(" b256"):
+            checks.append(_check(f"forward ours/JAX <= {FORWARD_LIMIT}", row,
+                                 row["ratios"]["ours/jax"], FORWARD_LIMIT,
+                                 rows_lib.overlaps(row["ours"], row["jax"])))
+    for row in by_group.get("gradient", []):
+        checks.append(_check(f"gradient step ours/JAX <= {GRADIENT_LIMIT}", row,
+                             row["ratios"]["ours/jax"], GRADIENT_LIMIT,
+                             rows_lib.overlaps(row["ours"], row["jax"])))
+    dispatch = {r["setting"]: r for r in by_group.get("dispatch", [])}
+    if "eager" in dispatch and "tf.function" in dispatch:
+        eager, graph = dispatch["eager"], dispatch["tf.function"]
+        checks.append(_check(f"tiny call: ours eager / ours tf.function <= "
+                             f"{EAGER_OVER_GRAPH_LIMIT}", eager,
+                             eager["ours"]["median"] / graph["ours"]["median"],
+                             EAGER_OVER_GRAPH_LIMIT, rows_lib.overlaps(eager["ours"],
+                                                                       graph["ours"])))
+    for row in by_group.get("conversion", []):
+        checks.append(_check("conversion ours <= jax2tf", row, row["ratios"]["ours/peer"], 1.0,
+                             rows_lib.overlaps(row["ours"], row["peer"])))
+    for section in sections:
+        for row in section["rows"]:
+            if row["ratios"]["ours/peer"] is None or "proposed" in row["note"]:
+                continue
+            checks.append(_check("every row: ours <= jax2tf", row, row["ratios"]["ours/peer"],
+                                 1.0, rows_lib.overlaps(row["ours"], row["peer"])
+                                 and row["unit"] != "bytes"))
+    return checks
+
+
+def summary(checks: list[dict]) -> dict[str, dict]:
+    """{target: {"met": n, "total": n, "missed_within_noise": n}}."""
+    out: dict[str, dict] = {}
+    for c in checks:
+        s = out.setdefault(c["target"], {"met": 0, "total": 0, "missed_within_noise": 0})
+        s["total"] += 1
+        s["met"] += c["met"]
+        s["missed_within_noise"] += (not c["met"]) and c["within_noise"]
+    return out

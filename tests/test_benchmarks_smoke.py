@@ -1,0 +1,92 @@
+"""The benchmark runner end to end on a tiny workload: harness -> rows -> targets -> JSON,
+markdown and plot. Checks structure and that every number is consistent with the measurements
+(never how fast anything is: timings belong to benchmarks/, not tests)."""
+import json
+
+import pytest
+
+from benchmarks import dispatch, report, rows, run, targets
+
+ROUNDS = 3
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    section = dispatch.section(dispatch.run(rounds=ROUNDS))
+    result = run.assemble([section], "smoke", 1.0, "pytest")
+    out = tmp_path_factory.mktemp("bench")
+    return result, run.write(result, out, plot=True)
+
+
+def test_json_holds_the_measured_rows(written):
+    result, paths = written
+    data = json.loads(paths["json"].read_text())
+    assert data["mode"] == "smoke" and data["schema"] == 1
+    assert set(data["environment"]) >= {"jax", "tensorflow", "cpus"}
+    (section,) = data["sections"]
+    assert section["group"] == "dispatch"
+    assert [r["setting"] for r in section["rows"]] == ["eager", "tf.function"]
+    for row in section["rows"]:
+        for side in rows.SIDES:
+            s = row[side]
+            assert s["n"] == ROUNDS
+            assert 0 < s["p10"] <= s["median"] <= s["p90"], (side, s)
+        assert row["ratios"]["ours/jax"] == pytest.approx(row["ours"]["median"]
+                                                          / row["jax"]["median"])
+        assert row["ratios"]["ours/peer"] == pytest.approx(row["ours"]["median"]
+                                                           / row["peer"]["median"])
+        assert row["labels"] == {"jax": "jax.jit", "peer": f"jax2tf {row['setting']}",
+                                 "ours": f"ours {row['setting']}"}
+
+
+def test_targets_are_computed_from_the_rows(written):
+    result, _ = written
+    eager, graph = result["sections"][0]["rows"]
+    (dispatch_check,) = [c for c in result["targets"] if c["target"].startswith("tiny call")]
+    want = eager["ours"]["median"] / graph["ours"]["median"]
+    assert dispatch_check["value"] == pytest.approx(want)
+    assert dispatch_check["met"] == (want <= targets.EAGER_OVER_GRAPH_LIMIT)
+    peer_checks = [c for c in result["targets"] if c["target"] == "every row: ours <= jax2tf"]
+    assert len(peer_checks) == 2
+
+
+def test_markdown_has_the_tables(written):
+    result, paths = written
+    text = paths["md"].read_text()
+    assert text == report.markdown(result)
+    assert "## Targets" in text and "## Tiny-function dispatch" in text
+    eager = result["sections"][0]["rows"][0]
+    line = next(l for l in text.splitlines() if l.startswith("| tiny sin(x)*2 | eager |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[3] == report.fmt_stats(eager["jax"], "s")
+    assert cells[-3] == f"{eager['ratios']['ours/jax']:.2f}"
+
+
+def test_plot_written_when_matplotlib_is_installed(written):
+    _, paths = written
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "png" not in paths
+        print("matplotlib not installed: checked that no plot is claimed")
+        return
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_target_checks_on_known_rows():
+    stat = rows.single
+    forward_rows = [
+        rows.row("mlp b256", "tf.function", jax=stat(1.0), jax_label="jax.jit", peer=stat(1.2),
+                 peer_label="jax2tf", ours=stat(1.04), ours_label="ours"),
+        rows.row("mlp b256", "tf.function", jax=stat(1.0), jax_label="jax.jit", peer=stat(1.0),
+                 peer_label="jax2tf", ours=stat(1.10), ours_label="ours (residuals)"),
+        rows.row("mlp b1", "tf.function", jax=stat(1.0), jax_label="jax.jit", peer=stat(1.0),
+                 peer_label="jax2tf", ours=stat(3.0), ours_label="ours"),
+    ]
+    checks = targets.evaluate([rows.section("forward", "Forward", "", forward_rows)])
+    forward = [(c["ours"], c["met"]) for c in checks if c["target"].startswith("forward")]
+    assert forward == [("ours", True), ("ours (residuals)", False)]  # batch 1 is not a target
+    vs_peer = [c["met"] for c in checks if c["target"] == "every row: ours <= jax2tf"]
+    assert vs_peer == [True, False, False]
+    assert targets.summary(checks)["every row: ours <= jax2tf"] == {
+        "met": 1, "total": 3, "missed_within_noise": 0}
