@@ -114,7 +114,18 @@ def run(args: argparse.Namespace, out=print) -> int:
                            platforms=args.platforms.split(",") if args.platforms else None,
                            overwrite=args.overwrite, progress=out)
     out(f"saved {args.out} in {time.perf_counter() - start:.2f} s")
-    return 0
+    if args.no_verify:
+        return 0
+    from saved_model_tools import verify as verify_lib
+    verify_start = time.perf_counter()
+    report = verify_lib.verify(args.out)
+    failed = [c.line() for c in report.checks if not c.passed] + list(report.errors)
+    out(f"verify without JAX: {report.status}, {len(report.checks)} checks "
+        f"({time.perf_counter() - verify_start:.2f} s)")
+    for line in failed:
+        out(f"  {line}")
+    out(f"done in {time.perf_counter() - start:.2f} s")
+    return 0 if report.ok else 1
 
 
 def add_export_command(subparsers) -> None:
@@ -129,6 +140,8 @@ def add_export_command(subparsers) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing model")
     parser.add_argument("--no-gradient", action="store_true", help="do not keep gradients")
     parser.add_argument("--platforms", help="comma-separated, e.g. cpu,cuda")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="skip running the saved model without JAX against the references")
     parser.set_defaults(handler=_handle)
 
 

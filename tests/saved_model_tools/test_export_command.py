@@ -39,7 +39,9 @@ def test_export_writes_a_verified_model_with_progress(user_project, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("loaded user_model:predict")
     assert [l.split("]")[0] + "]" for l in lines[1:6]] == [f"[{i}/5]" for i in range(1, 6)]
-    assert lines[-1].startswith(f"saved out/1 in ")
+    assert lines[6].startswith("saved out/1 in ")
+    assert lines[7].startswith("verify without JAX: passed, ")
+    assert lines[-1].startswith("done in ")
     record = manifest.read(path / "out" / "1")
     sig = record.signature("serving_default")
     assert [(t.name, t.polymorphic_shape) for t in sig.inputs] == [("features", "(b, 3)"),
@@ -75,7 +77,7 @@ def test_export_errors_exit_non_zero_and_write_nothing(user_project, capsys, arg
 def test_export_refuses_to_replace_without_overwrite(user_project, capsys):
     path, _ = user_project
     argv = ["export", "user_model:predict", "--params", "params.npz", "--input",
-            "features:float32[b,3]", "--input", "mask:float32[b]", "--out", "m"]
+            "features:float32[b,3]", "--input", "mask:float32[b]", "--out", "m", "--no-verify"]
     assert cli.main(argv) == 0
     assert cli.main(argv) == 1
     assert "overwrite" in capsys.readouterr().err
