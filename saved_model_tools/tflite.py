@@ -22,6 +22,8 @@ import time
 import warnings
 from pathlib import Path
 
+from saved_model_tools.verify import OutputCheck
+
 BUILTINS = "TFLITE_BUILTINS"
 BUILTINS_AND_SELECT = "TFLITE_BUILTINS+SELECT_TF_OPS"
 
@@ -29,35 +31,9 @@ _ERROR_LINE = re.compile(r"(?:^|\s)(?:(\S+:\d+:\d+): )?error: (.+)$")
 _ANALYZER_OP = re.compile(r"^\s*Op#\d+ (\w+)\(", re.MULTILINE)
 
 
-@dataclasses.dataclass(frozen=True)
-class TfliteCheck:
-    """One output of the TFLite interpreter compared with its expected value.
-
-    Attributes:
-      batch_size: the batch size of the inputs.
-      output: the output key.
-      expected: "jax reference" (recorded by jax2tf-native), "tf reference", or "tf savedmodel"
-        (the SavedModel run in TF on the same inputs, when no reference exists at that batch).
-      passed: whether |tflite - expected| <= atol + rtol * |expected| everywhere.
-      max_abs_error: max |tflite - expected| (None when not compared).
-      rtol, atol: the tolerance applied.
-      detail: why it failed, or why it was not run.
-    """
-    batch_size: int | None
-    output: str
-    expected: str
-    passed: bool
-    max_abs_error: float | None = None
-    rtol: float | None = None
-    atol: float | None = None
-    detail: str = ""
-
-    def line(self) -> str:
-        text = (f"{'PASS' if self.passed else 'FAIL'}  batch {self.batch_size!s:>4}  "
-                f"{self.output:<16} vs {self.expected}")
-        if self.max_abs_error is not None:
-            text += f": max|diff| {self.max_abs_error:.3g} (rtol {self.rtol:g}, atol {self.atol:g})"
-        return text + (f"  {self.detail}" if self.detail else "")
+def _check(signature: str, *fields, **named) -> OutputCheck:
+    """A per-output check, the same record `verify` reports, from the "tflite" load path."""
+    return OutputCheck(signature, "tflite", *fields, **named)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +72,7 @@ class TfliteReport:
     fixed_batch: int | None
     conversion_errors: tuple[str, ...]
     select_tf_ops: str
-    checks: tuple[TfliteCheck, ...]
+    checks: tuple[OutputCheck, ...]
     seconds: float = 0.0
 
     @property
@@ -192,22 +168,22 @@ def _tflite_ops(model: bytes) -> tuple[str, ...]:
     return tuple(sorted(set(_ANALYZER_OP.findall(text.getvalue()))))
 
 
-def _compare(batch, name, got, want, expected, rtol, atol) -> TfliteCheck:
+def _compare(signature, batch, name, got, want, expected, rtol, atol) -> OutputCheck:
     import numpy as np
 
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
-        return TfliteCheck(batch, name, expected, False,
-                           detail=f"shape {list(got.shape)}, expected {list(want.shape)}")
+        return _check(signature, batch, name, expected, False,
+                      detail=f"shape {list(got.shape)}, expected {list(want.shape)}")
     if got.dtype != want.dtype:
-        return TfliteCheck(batch, name, expected, False,
-                           detail=f"dtype {got.dtype}, expected {want.dtype}")
+        return _check(signature, batch, name, expected, False,
+                      detail=f"dtype {got.dtype}, expected {want.dtype}")
     diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
     both_nan = np.isnan(diff) & np.isnan(want.astype(np.float64))
     diff = np.where(both_nan, 0.0, diff)
     passed = bool(np.all(diff <= atol + rtol * np.abs(want.astype(np.float64))))
-    return TfliteCheck(batch, name, expected, passed, float(diff.max()) if diff.size else 0.0,
-                       rtol, atol)
+    return _check(signature, batch, name, expected, passed,
+                  float(diff.max()) if diff.size else 0.0, rtol, atol)
 
 
 def _tf_cases(directory: Path, signature: str, runner, batch_size: int | None) -> list:
@@ -322,7 +298,7 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
         name: [int(d) for d in detail["shape_signature"]]
         for name, detail in runner.get_input_details().items()}
 
-    checks: list[TfliteCheck] = []
+    checks: list[OutputCheck] = []
     manifest = manifest_lib.read(directory)
     recorded = None
     if manifest is not None:
@@ -360,17 +336,17 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
         try:
             got = runner(**inputs)
         except Exception as e:
-            checks.append(TfliteCheck(batch, "*", what, False,
-                                      detail=f"the interpreter raised {type(e).__name__}: "
-                                             f"{str(e).strip().splitlines()[0][:300]}"))
+            checks.append(_check(signature, batch, "*", what, False,
+                                 detail=f"the interpreter raised {type(e).__name__}: "
+                                        f"{str(e).strip().splitlines()[0][:300]}"))
             continue
         for name in sorted(expected):
             if name not in got:
-                checks.append(TfliteCheck(batch, name, what, False,
-                                          detail=f"missing from TFLite outputs {sorted(got)}"))
+                checks.append(_check(signature, batch, name, what, False,
+                                     detail=f"missing from TFLite outputs {sorted(got)}"))
                 continue
-            checks.append(_compare(batch, name, got[name], expected[name], what, case_rtol,
-                                   case_atol))
+            checks.append(_compare(signature, batch, name, got[name], expected[name], what,
+                                   case_rtol, case_atol))
 
     if not all(c.passed for c in checks):
         status = "failed"
