@@ -11,6 +11,7 @@ import tensorflow as tf
 from jax2tf_native import (differentiable, export_cache, exporting, gradients, poly_specs,
                            tf_args, tf_runner, vjp_functions)
 from jax2tf_native.differentiable import DifferentiableFunction
+from tf_ops import platforms as tf_platforms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,12 +22,6 @@ class _Options:
     gradient_mode: str
     gradient_order: int | None
     export: exporting.ExportOptions
-
-
-@dataclasses.dataclass(frozen=True)
-class _Entry:
-    """What an eager cache hit reuses: the function with its exports, shapes already checked."""
-    node: DifferentiableFunction
 
 
 def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: Sequence[str] = (),
@@ -112,7 +107,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         gradient_mode=differentiable.check_gradient_mode(gradient_mode),
         gradient_order=_check_gradient_order(gradient_order),
         export=exporting.ExportOptions(
-            platforms=exporting.default_platforms(
+            platforms=tf_platforms.canonical_platforms(
                 platforms if platforms is not None else native_serialization_platforms),
             disabled_checks=exporting.canonical_disabled_checks(
                 disabled_checks or native_serialization_disabled_checks),
@@ -135,7 +130,8 @@ class _Converted:
     def __init__(self, fun: Callable, options: _Options, cache_size: int):
         self._fun = fun
         self._options = options
-        # By the TF-side signature (concrete shapes when eager): skips all Python work on a hit.
+        # By the TF-side signature (concrete shapes when eager) -> DifferentiableFunction whose
+        # checks passed for those shapes: a hit skips all Python work but the call.
         self._by_call_signature = export_cache.LruCache(cache_size)
         # By the exported signature (symbolic dims as strings): all batch sizes share one export.
         self._by_export_signature = export_cache.LruCache(cache_size)
@@ -158,15 +154,15 @@ class _Converted:
         eager = tf.executing_eagerly()
         key = (treedef, tuple((leaf.shape, leaf.dtype) for leaf in leaves),
                export_cache.jax_config_key())
-        entry = self._by_call_signature.get(key) if eager else None
-        if entry is None:
+        node = self._by_call_signature.get(key) if eager else None
+        if node is None:
             node = self._node(args, leaves, treedef)
             values, asserts = tf_runner.check_args(node.specs, leaves, node.constraints)
             if eager and all(l.dtype == s.dtype for l, s in zip(leaves, node.specs)):
                 # Only cast-free signatures may skip the checks on later calls.
-                self._by_call_signature.put(key, _Entry(node))
+                self._by_call_signature.put(key, node)
         else:
-            node, values, asserts = entry.node, [leaf.value for leaf in leaves], []
+            values, asserts = [leaf.value for leaf in leaves], []
         outputs = gradients.call(node, values, asserts, self._options.with_gradient,
                                  self._options.gradient_order)
         return jax.tree_util.tree_unflatten(node.flat.out_tree, outputs)

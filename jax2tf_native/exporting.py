@@ -9,7 +9,6 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from tf_ops import platforms as tf_platforms
 from tf_ops import versions
 
 logger = logging.getLogger("jax2tf_native")
@@ -99,10 +98,6 @@ def _export_at_version(exporter, version: int, args_specs, kwargs_specs):
         finally:
             jax.config.update("jax_export_calling_convention_version", previous)
 
-
-def default_platforms(platforms) -> tuple[str, ...] | None:
-    """Validates user platforms; None keeps JAX's default (the local backend)."""
-    return tf_platforms.canonical_platforms(platforms)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,10 +43,6 @@ def _leaf_specs(exported: jax.export.Exported) -> list[LeafSpec]:
     return specs
 
 
-def _is_differentiable(dtype) -> bool:
-    return vjp_functions.is_differentiable(dtype)
-
-
 def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_version):
     """Runs `prepared` under a custom gradient given by `exported.vjp()` (recursively, as deep
     as the artifact was serialized with `vjp_order`)."""
@@ -67,11 +63,11 @@ def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_versio
                     state["vjp"] = call_exported(exported.vjp(),
                                                  stablehlo_version=stablehlo_version)
                 # JAX's VJP takes a float0 cotangent (bool in TF) for integer outputs.
-                fixed = [tf.zeros_like(o, tf.bool) if not _is_differentiable(a.dtype)
+                fixed = [tf.zeros_like(o, tf.bool) if not vjp_functions.is_differentiable(a.dtype)
                          else (ct if ct is not None else tf.zeros_like(o))
                          for ct, o, a in zip(cts, outs, exported.out_avals)]
                 in_cts = state["vjp"](*xs, *fixed)
-                return [ct if _is_differentiable(a.dtype) else None
+                return [ct if vjp_functions.is_differentiable(a.dtype) else None
                         for ct, a in zip(in_cts, exported.in_avals)]
 
             return outs, grad

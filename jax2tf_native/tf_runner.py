@@ -93,8 +93,6 @@ def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
 def call_flat(prepared: PreparedExport, values: Sequence[tf.Tensor],
               asserts: Sequence = ()) -> list[tf.Tensor]:
     """Calls the module on already-checked flat tensors, after any run-time shape asserts."""
-    if asserts:
-        # The op itself waits for the asserts (no identity copies of the inputs).
-        with tf.control_dependencies(asserts):
-            return xla_call_module.call(prepared.tf_module, values)
-    return xla_call_module.call(prepared.tf_module, values)
+    # The op itself waits for the asserts (no identity copies of the inputs).
+    with tf.control_dependencies(asserts):
+        return xla_call_module.call(prepared.tf_module, values)

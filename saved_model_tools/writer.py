@@ -296,9 +296,9 @@ def _references(b: _Built, main: Signature, params) -> list[tuple[int, dict, dic
         named = signature_lib.name_outputs(outputs, b.output_names, f"signature {spec.name!r}")
         named = {k: np.asarray(v) for k, v in named.items()}
         inputs = {s.name: np.asarray(a) for s, a in zip(b.input_specs, raw_inputs)}
-        result.append((batch if batch is not None else int(np.shape(raw_inputs[0])[0]
-                                                             if np.ndim(raw_inputs[0]) else 1),
-                       inputs, named))
+        if batch is None:  # static shapes: record the example's own leading size
+            batch = int(np.shape(raw_inputs[0])[0]) if np.ndim(raw_inputs[0]) else 1
+        result.append((batch, inputs, named))
     return result
 
 
