@@ -21,6 +21,7 @@ class _Options:
     with_gradient: bool
     gradient_mode: str
     gradient_order: int | None
+    gradient_argnums: tuple[int, ...] | None
     export: exporting.ExportOptions
 
 
@@ -31,6 +32,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
             native_serialization_disabled_checks: Sequence[jax.export.DisabledSafetyCheck] = (),
             gradient_mode: str = "residuals",
             gradient_order: int | None = None,
+            gradient_argnums: int | Sequence[int] | None = None,
             linalg: str = "portable",
             stablehlo_version: str | None = None,
             cache_size: int = export_cache.DEFAULT_CACHE_SIZE,
@@ -59,6 +61,11 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         with_gradient=False for graphs that only serve.
       gradient_order: the highest derivative order TF may take (None: any). 1 leaves no custom
         gradient inside the backward pass, which is what a SavedModel can store.
+      gradient_argnums: the positional arguments TF gradients are taken for, like `argnums` of
+        `jax.grad` (None: every float argument). The backward op then computes only their
+        cotangents; every other argument gets a None gradient, as an integer one does. A
+        training step that differentiates the parameters only (argument 0) skips the
+        gradient of the input batch, which for a convolution costs as much as the rest.
       linalg: "portable" (default): jnp.linalg / jax.scipy.linalg lower to StableHLO that TF's
         XLA runs (JAX's CPU lowering uses LAPACK custom calls TF lacks); "native": JAX's own
         lowering, for modules that run back in JAX. Non-portable primitives (eig, schur, ...)
@@ -106,6 +113,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         with_gradient=with_gradient,
         gradient_mode=differentiable.check_gradient_mode(gradient_mode),
         gradient_order=_check_gradient_order(gradient_order),
+        gradient_argnums=_check_gradient_argnums(gradient_argnums),
         export=exporting.ExportOptions(
             platforms=tf_platforms.canonical_platforms(
                 platforms if platforms is not None else native_serialization_platforms),
@@ -122,6 +130,41 @@ def _check_gradient_order(order):
     if order is not None and (not isinstance(order, int) or isinstance(order, bool) or order < 0):
         raise ValueError(f"gradient_order must be None or an int >= 0, got {order!r}.")
     return order
+
+
+def _check_gradient_argnums(argnums) -> tuple[int, ...] | None:
+    if argnums is None:
+        return None
+    values = (argnums,) if isinstance(argnums, int) else argnums
+    try:
+        values = tuple(values)
+    except TypeError:
+        values = None
+    if values is None or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                 for i in values):
+        raise ValueError(f"gradient_argnums must be None, an int >= 0 or a sequence of them "
+                         f"(positional argument indices, as jax.grad's argnums), got "
+                         f"{argnums!r}. Fix: e.g. gradient_argnums=0 for the parameters of "
+                         f"loss(params, x, y).")
+    return tuple(sorted(set(values)))
+
+
+def _gradient_leaves(argnums: tuple[int, ...] | None, args: tuple) -> tuple[int, ...] | None:
+    """Flat leaf indices of the positional arguments in `argnums` (None: all leaves)."""
+    if argnums is None:
+        return None
+    if argnums and argnums[-1] >= len(args):
+        raise ValueError(f"gradient_argnums={list(argnums)} names argument {argnums[-1]}, but "
+                         f"the function was called with {len(args)} positional argument(s). "
+                         f"Fix: count from 0 over the positional arguments, as jax.grad's "
+                         f"argnums does.")
+    leaves, start = [], 0
+    for i, arg in enumerate(args):
+        n = len(jax.tree_util.tree_leaves(arg))
+        if i in argnums:
+            leaves.extend(range(start, start + n))
+        start += n
+    return tuple(leaves)
 
 
 class _Converted:
@@ -178,8 +221,9 @@ class _Converted:
 
         def build() -> DifferentiableFunction:
             name = getattr(self._fun, "__name__", "fun")
-            flat = vjp_functions.flatten_user_function(self._fun, treedef,
-                                                       [s.struct for s in specs], name)
+            flat = vjp_functions.flatten_user_function(
+                self._fun, treedef, [s.struct for s in specs], name,
+                gradient_inputs=_gradient_leaves(options.gradient_argnums, args))
             node = DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
                                           options.constraints)
             # Export now, so that errors surface at this call and the cache holds a ready module.

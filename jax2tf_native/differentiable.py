@@ -131,9 +131,13 @@ class DifferentiableFunction:
                 in_specs = ([dataclasses.replace(s, path=f"primal[{i}]")
                              for i, s in enumerate(self.specs)]
                             + self._cotangent_specs(diff_out))
+                # Inputs without a first-order gradient take none at higher orders either.
+                gradient_inputs = (None if self.flat.gradient_inputs is None else
+                                   self.flat.gradient_inputs + tuple(range(n, len(in_specs))))
                 flat = FlatFunction(fun=vjp_functions.recompute_vjp(self.flat, n),
                                     in_avals=tuple(s.struct for s in in_specs),
-                                    name=f"{self.flat.name}_vjp")
+                                    name=f"{self.flat.name}_vjp",
+                                    gradient_inputs=gradient_inputs)
                 self._vjp = DifferentiableFunction(flat, in_specs, self.options, self.mode)
             return self._vjp
 

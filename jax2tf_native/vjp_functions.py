@@ -35,20 +35,28 @@ class FlatFunction:
       in_avals: `jax.ShapeDtypeStruct` of each input (dims may be symbolic).
       name: used in export names and error messages.
       out_tree: the user's result pytree, known once the function was traced (None before).
+      gradient_inputs: indices of the inputs gradients may be taken for (None: all). The
+        others are treated like integer inputs: no cotangent is computed or returned.
     """
     fun: Callable[..., list]
     in_avals: tuple
     name: str
     out_tree: Any = None
+    gradient_inputs: tuple[int, ...] | None = None
 
     @property
     def diff_in(self) -> tuple[int, ...]:
-        return tuple(i for i, a in enumerate(self.in_avals) if is_differentiable(a.dtype))
+        """The inputs that take a cotangent: float/complex, and among `gradient_inputs`."""
+        allowed = (range(len(self.in_avals)) if self.gradient_inputs is None
+                   else self.gradient_inputs)
+        return tuple(i for i in allowed if is_differentiable(self.in_avals[i].dtype))
 
 
-def flatten_user_function(fun: Callable, in_tree, in_avals: Sequence, name: str) -> FlatFunction:
+def flatten_user_function(fun: Callable, in_tree, in_avals: Sequence, name: str,
+                          gradient_inputs: Sequence[int] | None = None) -> FlatFunction:
     """Wraps `fun(*args, **kwargs)` as a flat function; records its result tree on tracing."""
-    flat = FlatFunction(fun=None, in_avals=tuple(in_avals), name=name)
+    flat = FlatFunction(fun=None, in_avals=tuple(in_avals), name=name,
+                        gradient_inputs=None if gradient_inputs is None else tuple(gradient_inputs))
 
     def flat_fun(*flat_args):
         args, kwargs = jax.tree_util.tree_unflatten(in_tree, flat_args)

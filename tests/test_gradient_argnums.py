@@ -1,0 +1,85 @@
+"""`gradient_argnums`: TF gradients for the chosen arguments only, as `jax.grad(argnums=...)`."""
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import jax2tf_native
+from tests.conftest import assert_tree_allclose
+from tests.test_gradients import _exported_names, _params, mlp
+
+
+def _loss(params, x, scale):
+    return jnp.sum(mlp(params, x)) * scale
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf.function"])
+def test_gradients_of_chosen_arguments_match_jax_and_others_are_none(graph, rng):
+    params = _params(rng)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    variables = {k: tf.Variable(v) for k, v in params.items()}
+    x_tf, scale = tf.constant(x), tf.constant(np.float32(1.5))
+    f_tf = jax2tf_native.convert(_loss, gradient_argnums=0, polymorphic_shapes=[None, "b, 4", None])
+
+    def step():
+        with tf.GradientTape() as tape:
+            tape.watch([x_tf, scale])
+            loss = f_tf(variables, x_tf, scale)
+        return loss, tape.gradient(loss, [variables, x_tf, scale])
+
+    loss, (grads, dx, dscale) = (tf.function(step, autograph=False) if graph else step)()
+    want_loss, want_grads = jax.value_and_grad(_loss)(params, x, np.float32(1.5))
+    np.testing.assert_allclose(loss.numpy(), want_loss, rtol=1e-5)
+    assert_tree_allclose({k: g.numpy() for k, g in grads.items()}, want_grads,
+                         rtol=1e-5, atol=1e-6)
+    assert dx is None and dscale is None
+
+
+def test_backward_module_computes_only_the_chosen_cotangents(rng, caplog):
+    params = _params(rng)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    variables = {k: tf.Variable(v) for k, v in params.items()}
+    f_tf = jax2tf_native.convert(_loss, gradient_argnums=[0])
+    caplog.set_level(logging.DEBUG, logger="jax2tf_native")
+    with tf.GradientTape() as tape:
+        loss = f_tf(variables, x, 2.0)
+    tape.gradient(loss, variables)
+    assert _exported_names(caplog) == ["_loss_fwd", "_loss_bwd"]
+    [node] = f_tf._by_export_signature._data.values()  # the one export signature
+    # One cotangent per parameter leaf, none for x or the scale.
+    assert [tuple(a.shape) for a in node.backward().exported.out_avals] == [
+        params[k].shape for k in sorted(params)]
+
+
+@pytest.mark.parametrize("mode", ["residuals", "recompute"])
+def test_second_order_with_gradient_argnums_matches_jax(mode, rng):
+    fun = lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    w = tf.Variable(rng.standard_normal((4, 2)).astype(np.float32))
+    f_tf = jax2tf_native.convert(fun, gradient_argnums=0, gradient_mode=mode)
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = f_tf(w, x)
+        g = inner.gradient(y, w)
+        s = tf.reduce_sum(g * g)
+    hv = outer.gradient(s, w)
+    jg = jax.grad(fun)
+    np.testing.assert_allclose(g.numpy(), jg(w.numpy(), x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(hv.numpy(), jax.grad(lambda w: jnp.sum(jg(w, x) ** 2))(w.numpy()),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [-1, True, "0", 1.0, [0, None]])
+def test_invalid_gradient_argnums_say_what_is_expected(bad):
+    with pytest.raises(ValueError, match=r"gradient_argnums must be None, an int >= 0 .*Fix:"):
+        jax2tf_native.convert(_loss, gradient_argnums=bad)
+
+
+def test_gradient_argnums_past_the_arguments_names_the_count(rng):
+    f_tf = jax2tf_native.convert(lambda a, b: a * b, gradient_argnums=(0, 2))
+    with pytest.raises(ValueError, match=r"names argument 2, but the function was called with "
+                                         r"2 positional argument\(s\)"):
+        f_tf(np.float32(1.0), np.float32(2.0))
