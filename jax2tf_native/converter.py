@@ -22,6 +22,7 @@ class _Options:
     gradient_mode: str
     gradient_order: int | None
     gradient_argnums: tuple[int, ...] | None
+    residual_policy: Callable | None
     export: exporting.ExportOptions
 
 
@@ -33,6 +34,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
             gradient_mode: str = "residuals",
             gradient_order: int | None = None,
             gradient_argnums: int | Sequence[int] | None = None,
+            residual_policy: Callable | None = None,
             linalg: str = "portable",
             stablehlo_version: str | None = None,
             cache_size: int = export_cache.DEFAULT_CACHE_SIZE,
@@ -66,6 +68,12 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         cotangents; every other argument gets a None gradient, as an integer one does. A
         training step that differentiates the parameters only (argument 0) skips the
         gradient of the input batch, which for a convolution costs as much as the rest.
+      residual_policy: a `jax.checkpoint_policies` value choosing which intermediates the
+        forward op returns as residuals (residual mode); the backward op recomputes the others
+        from them. None (default): all that `jax.vjp` keeps, nothing is recomputed.
+        `jax.checkpoint_policies.dots_saveable` keeps matmul/convolution outputs only: fewer
+        forward outputs (cheaper inference calls, faster export) for a little elementwise
+        recomputation in the backward op; measure on your model.
       linalg: "portable" (default): jnp.linalg / jax.scipy.linalg lower to StableHLO that TF's
         XLA runs (JAX's CPU lowering uses LAPACK custom calls TF lacks); "native": JAX's own
         lowering, for modules that run back in JAX. Non-portable primitives (eig, schur, ...)
@@ -114,6 +122,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         gradient_mode=differentiable.check_gradient_mode(gradient_mode),
         gradient_order=_check_gradient_order(gradient_order),
         gradient_argnums=_check_gradient_argnums(gradient_argnums),
+        residual_policy=_check_residual_policy(residual_policy),
         export=exporting.ExportOptions(
             platforms=tf_platforms.canonical_platforms(
                 platforms if platforms is not None else native_serialization_platforms),
@@ -147,6 +156,14 @@ def _check_gradient_argnums(argnums) -> tuple[int, ...] | None:
                          f"{argnums!r}. Fix: e.g. gradient_argnums=0 for the parameters of "
                          f"loss(params, x, y).")
     return tuple(sorted(set(values)))
+
+
+def _check_residual_policy(policy):
+    if policy is not None and not callable(policy):
+        raise TypeError(f"residual_policy must be None or a jax.checkpoint_policies value, got "
+                        f"{policy!r}. Fix: e.g. residual_policy="
+                        f"jax.checkpoint_policies.dots_saveable.")
+    return policy
 
 
 def _gradient_leaves(argnums: tuple[int, ...] | None, args: tuple) -> tuple[int, ...] | None:
@@ -225,7 +242,7 @@ class _Converted:
                 self._fun, treedef, [s.struct for s in specs], name,
                 gradient_inputs=_gradient_leaves(options.gradient_argnums, args))
             node = DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
-                                          options.constraints)
+                                          options.constraints, options.residual_policy)
             # Export now, so that errors surface at this call and the cache holds a ready module.
             if not (options.with_gradient and options.gradient_mode == "residuals"
                     and node.forward() is not None):

@@ -49,11 +49,13 @@ class DifferentiableFunction:
     """A flat JAX function with its argument specs, export options and lazy exports."""
 
     def __init__(self, flat: FlatFunction, specs: Sequence[LeafSpec],
-                 options: exporting.ExportOptions, mode: str, constraints: Sequence[str] = ()):
+                 options: exporting.ExportOptions, mode: str, constraints: Sequence[str] = (),
+                 residual_policy=None):
         self.flat = flat
         self.specs = tuple(specs)
         self.options = options
         self.mode = check_gradient_mode(mode)
+        self.residual_policy = residual_policy
         self.constraints = tuple(constraints)
         self._lock = threading.RLock()
         self._primal: PreparedExport | None = None
@@ -77,7 +79,7 @@ class DifferentiableFunction:
         """The residual forward, or None (logged) when it cannot be exported for TF."""
         with self._lock:
             if self._forward is False:
-                structure = vjp_functions.residual_forward(self.flat)
+                structure = vjp_functions.residual_forward(self.flat, self.residual_policy)
                 try:
                     prepared = self._export(structure.fwd, f"{self.flat.name}_fwd", self.specs)
                 except Exception as e:  # any failure means: fall back to the plain forward
@@ -138,7 +140,8 @@ class DifferentiableFunction:
                                     in_avals=tuple(s.struct for s in in_specs),
                                     name=f"{self.flat.name}_vjp",
                                     gradient_inputs=gradient_inputs)
-                self._vjp = DifferentiableFunction(flat, in_specs, self.options, self.mode)
+                self._vjp = DifferentiableFunction(flat, in_specs, self.options, self.mode,
+                                                   residual_policy=self.residual_policy)
             return self._vjp
 
 

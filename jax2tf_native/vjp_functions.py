@@ -108,12 +108,18 @@ class ResidualForward:
         return [xs[i] if kind == "input" else computed[i] for kind, i in self.residual_sources]
 
 
-def residual_forward(flat: FlatFunction) -> ResidualForward:
-    """The forward function that also returns the VJP residuals that are not inputs."""
+def residual_forward(flat: FlatFunction, policy: Callable | None = None) -> ResidualForward:
+    """The forward function that also returns the VJP residuals that are not inputs.
+
+    `policy`, a `jax.checkpoint_policies` value, chooses which intermediates are residuals; the
+    backward recomputes the rest from them (None: every residual `jax.vjp` keeps).
+    """
     result = ResidualForward(fwd=None)
 
     def fwd(*xs):
         on_diff, diff_xs = _split_inputs(flat, xs)
+        if policy is not None:
+            on_diff = jax.checkpoint(on_diff, policy=policy)
         _, pullback, (outs, diff_out) = jax.vjp(on_diff, *diff_xs, has_aux=True)
         residuals, result.residual_tree = jax.tree_util.tree_flatten(pullback)
         result.n_outputs, result.diff_out = len(outs), diff_out

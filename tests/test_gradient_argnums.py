@@ -83,3 +83,26 @@ def test_gradient_argnums_past_the_arguments_names_the_count(rng):
     with pytest.raises(ValueError, match=r"names argument 2, but the function was called with "
                                          r"2 positional argument\(s\)"):
         f_tf(np.float32(1.0), np.float32(2.0))
+
+
+def test_residual_policy_keeps_fewer_residuals_and_matches_jax(rng):
+    params = _params(rng)
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    variables = {k: tf.Variable(v) for k, v in params.items()}
+    results = {}
+    for policy in (None, jax.checkpoint_policies.dots_saveable):
+        f_tf = jax2tf_native.convert(_loss, residual_policy=policy, gradient_argnums=0)
+        with tf.GradientTape() as tape:
+            loss = f_tf(variables, x, 1.0)
+        grads = tape.gradient(loss, variables)
+        assert_tree_allclose({k: g.numpy() for k, g in grads.items()},
+                             jax.grad(_loss)(params, x, np.float32(1.0)), rtol=1e-5, atol=1e-6)
+        [node] = f_tf._by_export_signature._data.values()
+        results[policy] = len(node.forward().prepared.exported.out_avals)
+    # The relu mask and output are recomputed from the saved matmul output.
+    assert results[jax.checkpoint_policies.dots_saveable] < results[None]
+
+
+def test_residual_policy_must_be_a_policy():
+    with pytest.raises(TypeError, match="residual_policy must be None or a jax.checkpoint_poli"):
+        jax2tf_native.convert(_loss, residual_policy="dots_saveable")
