@@ -8,8 +8,8 @@ from typing import Any, Callable, Sequence
 import jax
 import tensorflow as tf
 
-from jax2tf_native import (differentiable, export_cache, exporting, gradients, poly_specs,
-                           tf_args, tf_runner, vjp_functions)
+from jax2tf_native import (differentiable, errors, export_cache, exporting, gradients,
+                           poly_specs, tf_args, tf_runner, vjp_functions)
 from jax2tf_native.differentiable import DifferentiableFunction
 from tf_ops import platforms as tf_platforms
 
@@ -22,6 +22,7 @@ class _Options:
     gradient_mode: str
     gradient_order: int | None
     gradient_argnums: tuple[int, ...] | None
+    gradient_outputs: tuple[int, ...] | None
     residual_policy: Callable | None
     export: exporting.ExportOptions
 
@@ -34,6 +35,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
             gradient_mode: str = "residuals",
             gradient_order: int | None = None,
             gradient_argnums: int | Sequence[int] | None = None,
+            gradient_outputs: int | Sequence[int] | None = None,
             residual_policy: Callable | None = None,
             linalg: str = "portable",
             stablehlo_version: str | None = None,
@@ -68,6 +70,10 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         cotangents; every other argument gets a None gradient, as an integer one does. A
         training step that differentiates the parameters only (argument 0) skips the
         gradient of the input batch, which for a convolution costs as much as the rest.
+      gradient_outputs: the positions in `fun`'s result tuple TF gradients flow from (None:
+        every float result), like the value of `jax.value_and_grad(..., has_aux=True)`: the
+        forward op keeps residuals for these only, and the others (metrics, auxiliary
+        outputs) are cut from the gradient path (a gradient through them is None).
       residual_policy: a `jax.checkpoint_policies` value choosing which intermediates the
         forward op returns as residuals (residual mode); the backward op recomputes the others
         from them. None (default): all that `jax.vjp` keeps, nothing is recomputed.
@@ -121,7 +127,8 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         with_gradient=with_gradient,
         gradient_mode=differentiable.check_gradient_mode(gradient_mode),
         gradient_order=_check_gradient_order(gradient_order),
-        gradient_argnums=_check_gradient_argnums(gradient_argnums),
+        gradient_argnums=_check_positions("gradient_argnums", gradient_argnums),
+        gradient_outputs=_check_positions("gradient_outputs", gradient_outputs),
         residual_policy=_check_residual_policy(residual_policy),
         export=exporting.ExportOptions(
             platforms=tf_platforms.canonical_platforms(
@@ -141,20 +148,27 @@ def _check_gradient_order(order):
     return order
 
 
-def _check_gradient_argnums(argnums) -> tuple[int, ...] | None:
-    if argnums is None:
+_POSITIONS_EXAMPLE = {
+    "gradient_argnums": "positional argument indices, as jax.grad's argnums), got {value!r}. "
+                        "Fix: e.g. gradient_argnums=0 for the parameters of loss(params, x, y).",
+    "gradient_outputs": "positions in the result tuple), got {value!r}. Fix: e.g. "
+                        "gradient_outputs=0 for the loss of a function returning (loss, metrics).",
+}
+
+
+def _check_positions(name: str, value) -> tuple[int, ...] | None:
+    """Validates `gradient_argnums` / `gradient_outputs`: None, an int or ints, all >= 0."""
+    if value is None:
         return None
-    values = (argnums,) if isinstance(argnums, int) else argnums
+    values = (value,) if isinstance(value, int) else value
     try:
         values = tuple(values)
     except TypeError:
         values = None
     if values is None or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
                                  for i in values):
-        raise ValueError(f"gradient_argnums must be None, an int >= 0 or a sequence of them "
-                         f"(positional argument indices, as jax.grad's argnums), got "
-                         f"{argnums!r}. Fix: e.g. gradient_argnums=0 for the parameters of "
-                         f"loss(params, x, y).")
+        raise ValueError(f"{name} must be None, an int >= 0 or a sequence of them ("
+                         + _POSITIONS_EXAMPLE[name].format(value=value))
     return tuple(sorted(set(values)))
 
 
@@ -171,7 +185,7 @@ def _gradient_leaves(argnums: tuple[int, ...] | None, args: tuple) -> tuple[int,
     if argnums is None:
         return None
     if argnums and argnums[-1] >= len(args):
-        raise ValueError(f"gradient_argnums={list(argnums)} names argument {argnums[-1]}, but "
+        raise errors.GradientSpecError(f"gradient_argnums={list(argnums)} names argument {argnums[-1]}, but "
                          f"the function was called with {len(args)} positional argument(s). "
                          f"Fix: count from 0 over the positional arguments, as jax.grad's "
                          f"argnums does.")
@@ -240,7 +254,8 @@ class _Converted:
             name = getattr(self._fun, "__name__", "fun")
             flat = vjp_functions.flatten_user_function(
                 self._fun, treedef, [s.struct for s in specs], name,
-                gradient_inputs=_gradient_leaves(options.gradient_argnums, args))
+                gradient_inputs=_gradient_leaves(options.gradient_argnums, args),
+                gradient_outputs=options.gradient_outputs)
             node = DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
                                           options.constraints, options.residual_policy)
             # Export now, so that errors surface at this call and the cache holds a ready module.

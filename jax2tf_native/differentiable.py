@@ -17,6 +17,7 @@ from typing import Sequence
 import jax
 
 from jax2tf_native import exporting, tf_runner, vjp_functions
+from jax2tf_native.errors import GradientSpecError
 from jax2tf_native.poly_specs import LeafSpec
 from jax2tf_native.tf_runner import PreparedExport
 from jax2tf_native.vjp_functions import FlatFunction, ResidualForward
@@ -82,7 +83,9 @@ class DifferentiableFunction:
                 structure = vjp_functions.residual_forward(self.flat, self.residual_policy)
                 try:
                     prepared = self._export(structure.fwd, f"{self.flat.name}_fwd", self.specs)
-                except Exception as e:  # any failure means: fall back to the plain forward
+                except GradientSpecError:
+                    raise  # the user's gradient_outputs is wrong: no fallback can help
+                except Exception as e:  # any other failure means: fall back to the plain forward
                     logger.info("jax2tf_native: %s: no residual forward (%s: %s); using the "
                                 "primal forward and recomputing for gradients",
                                 self.flat.name, type(e).__name__, str(e).splitlines()[0][:200])
@@ -118,8 +121,7 @@ class DifferentiableFunction:
         if forward is not None:
             return forward.structure.diff_out
         self.primal()
-        return tuple(j for j, a in enumerate(self.out_avals)
-                     if vjp_functions.is_differentiable(a.dtype))
+        return self.flat.diff_out([a.dtype for a in self.out_avals])
 
     def _cotangent_specs(self, diff_out: Sequence[int]) -> list[LeafSpec]:
         return [_spec(f"cotangent[{j}]", self.out_avals[j]) for j in diff_out]

@@ -15,6 +15,10 @@ class ArgumentTypeError(TypeError):
     """An argument is not an array (e.g. None, a string), or its dtype does not agree."""
 
 
+class GradientSpecError(ValueError):
+    """`gradient_argnums` / `gradient_outputs` name an argument or result the function lacks."""
+
+
 class ExportedModuleError(ValueError):
     """An exported module (or its serialized bytes) cannot be run by the installed TensorFlow."""
 

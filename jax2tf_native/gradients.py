@@ -91,7 +91,11 @@ def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Seq
     outputs = _as_list(unit(*values))
     # TF records no ops on integer tensors; re-emitting integer outputs outside the unit cuts
     # their gradient path, so a gradient through them is None (as with jax2tf), not zeros.
-    return [o if o.dtype.is_floating or o.dtype.is_complex else tf.identity(o) for o in outputs]
+    # Float outputs left out by `gradient_outputs` are cut the same way.
+    diff_out = set(node.diff_out())
+    return [o if j in diff_out else
+            tf.stop_gradient(o) if o.dtype.is_floating or o.dtype.is_complex else tf.identity(o)
+            for j, o in enumerate(outputs)]
 
 
 def _call_with_value(node: DifferentiableFunction, inputs: Sequence[tf.Tensor],

@@ -37,12 +37,22 @@ class FlatFunction:
       out_tree: the user's result pytree, known once the function was traced (None before).
       gradient_inputs: indices of the inputs gradients may be taken for (None: all). The
         others are treated like integer inputs: no cotangent is computed or returned.
+      gradient_outputs: positions in the user's result tuple that take gradients (None: all);
+        the others are treated like integer outputs: no residuals, no cotangent.
     """
     fun: Callable[..., list]
     in_avals: tuple
     name: str
     out_tree: Any = None
     gradient_inputs: tuple[int, ...] | None = None
+    gradient_outputs: tuple[int, ...] | None = None
+
+    def diff_out(self, out_dtypes: Sequence) -> tuple[int, ...]:
+        """The outputs that take a cotangent: float/complex, and among `gradient_outputs`."""
+        allowed = (None if self.gradient_outputs is None
+                   else output_leaves(self.out_tree, self.gradient_outputs, self.name))
+        return tuple(j for j, dtype in enumerate(out_dtypes)
+                     if is_differentiable(dtype) and (allowed is None or j in allowed))
 
     @property
     def diff_in(self) -> tuple[int, ...]:
@@ -52,11 +62,28 @@ class FlatFunction:
         return tuple(i for i in allowed if is_differentiable(self.in_avals[i].dtype))
 
 
+def output_leaves(out_tree, positions: Sequence[int], name: str) -> set[int]:
+    """Flat leaf indices of the results at `positions` of a tuple/list result (a result that
+    is not a tuple or list is position 0)."""
+    structure = jax.tree_util.tree_unflatten(out_tree, range(out_tree.num_leaves))
+    results = list(structure) if isinstance(structure, (tuple, list)) else [structure]
+    if positions and max(positions) >= len(results):
+        from jax2tf_native.errors import GradientSpecError
+        raise GradientSpecError(
+            f"gradient_outputs={list(positions)} names result {max(positions)}, but {name} "
+            f"returns {len(results)} result(s). Fix: count from 0 over the elements of the "
+            f"returned tuple (a single array is result 0).")
+    return {leaf for p in positions for leaf in jax.tree_util.tree_leaves(results[p])}
+
+
 def flatten_user_function(fun: Callable, in_tree, in_avals: Sequence, name: str,
-                          gradient_inputs: Sequence[int] | None = None) -> FlatFunction:
+                          gradient_inputs: Sequence[int] | None = None,
+                          gradient_outputs: Sequence[int] | None = None) -> FlatFunction:
     """Wraps `fun(*args, **kwargs)` as a flat function; records its result tree on tracing."""
-    flat = FlatFunction(fun=None, in_avals=tuple(in_avals), name=name,
-                        gradient_inputs=None if gradient_inputs is None else tuple(gradient_inputs))
+    flat = FlatFunction(
+        fun=None, in_avals=tuple(in_avals), name=name,
+        gradient_inputs=None if gradient_inputs is None else tuple(gradient_inputs),
+        gradient_outputs=None if gradient_outputs is None else tuple(gradient_outputs))
 
     def flat_fun(*flat_args):
         args, kwargs = jax.tree_util.tree_unflatten(in_tree, flat_args)
@@ -75,7 +102,7 @@ def _split_inputs(flat: FlatFunction, xs: Sequence):
         for i, v in zip(diff_in, diff_xs):
             full[i] = v
         outs = flat.fun(*full)
-        diff_out = tuple(j for j, o in enumerate(outs) if is_differentiable(o.dtype))
+        diff_out = flat.diff_out([o.dtype for o in outs])
         return [outs[j] for j in diff_out], (outs, diff_out)
 
     return on_diff, [xs[i] for i in diff_in]

@@ -80,7 +80,7 @@ def test_invalid_gradient_argnums_say_what_is_expected(bad):
 
 def test_gradient_argnums_past_the_arguments_names_the_count(rng):
     f_tf = jax2tf_native.convert(lambda a, b: a * b, gradient_argnums=(0, 2))
-    with pytest.raises(ValueError, match=r"names argument 2, but the function was called with "
+    with pytest.raises(jax2tf_native.GradientSpecError, match=r"names argument 2, but the function was called with "
                                          r"2 positional argument\(s\)"):
         f_tf(np.float32(1.0), np.float32(2.0))
 
@@ -106,3 +106,53 @@ def test_residual_policy_keeps_fewer_residuals_and_matches_jax(rng):
 def test_residual_policy_must_be_a_policy():
     with pytest.raises(TypeError, match="residual_policy must be None or a jax.checkpoint_poli"):
         jax2tf_native.convert(_loss, residual_policy="dots_saveable")
+
+
+def _loss_and_metric(params, x):
+    loss = jnp.sum(mlp(params, x))
+    metric = jnp.mean(jnp.tanh(x @ params["w1"]) ** 3)  # has residuals of its own
+    return loss, metric
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf.function"])
+def test_gradient_outputs_keeps_residuals_for_the_chosen_results_only(graph, rng):
+    params = _params(rng)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    variables = {k: tf.Variable(v) for k, v in params.items()}
+    converted = {which: jax2tf_native.convert(_loss_and_metric, gradient_outputs=which)
+                 for which in (None, 0)}
+
+    def step(f_tf):
+        with tf.GradientTape(persistent=True) as tape:
+            loss, metric = f_tf(variables, x)
+        return loss, metric, tape.gradient(loss, variables), tape.gradient(metric, variables)
+
+    run = tf.function(step, autograph=False) if graph else step
+    loss, metric, grads, metric_grads = run(converted[0])
+    (want_loss, want_metric), want_grads = jax.value_and_grad(
+        _loss_and_metric, has_aux=True)(params, x)
+    np.testing.assert_allclose(loss.numpy(), want_loss, rtol=1e-5)
+    np.testing.assert_allclose(metric.numpy(), want_metric, rtol=1e-5)
+    assert_tree_allclose({k: g.numpy() for k, g in grads.items()}, want_grads,
+                         rtol=1e-5, atol=1e-6)
+    assert all(g is None for g in metric_grads.values())
+    run(converted[None])
+    n_outputs = {which: len(next(iter(f._by_export_signature._data.values()))
+                            .forward().prepared.exported.out_avals)
+                 for which, f in converted.items()}
+    assert n_outputs[0] < n_outputs[None]  # the metric's tanh residuals are not returned
+
+
+def test_gradient_outputs_past_the_results_names_the_count(rng, caplog):
+    f_tf = jax2tf_native.convert(_loss_and_metric, gradient_outputs=[0, 2])
+    caplog.set_level(logging.DEBUG, logger="jax2tf_native")
+    with pytest.raises(jax2tf_native.GradientSpecError, match=r"names result 2, but _loss_and_metric returns 2 "
+                                         r"result\(s\)"):
+        f_tf(_params(rng), np.ones((2, 4), np.float32))
+    assert "no residual forward" not in caplog.text  # raised at once, not after a fallback
+
+
+def test_invalid_gradient_outputs_say_what_is_expected():
+    with pytest.raises(ValueError, match=r"gradient_outputs must be None, an int >= 0 .*Fix: "
+                                         r"e.g. gradient_outputs=0"):
+        jax2tf_native.convert(_loss_and_metric, gradient_outputs=-2)
