@@ -1,8 +1,10 @@
 """`convert`: a drop-in for `jax.experimental.jax2tf.convert` built on `jax.export`."""
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import functools
+import operator
 from typing import Any, Callable, Sequence
 
 import jax
@@ -67,19 +69,24 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         gradient inside the backward pass, which is what a SavedModel can store.
       gradient_argnums: the positional arguments TF gradients are taken for, like `argnums` of
         `jax.grad` (None: every float argument). The backward op then computes only their
-        cotangents; every other argument gets a None gradient, as an integer one does. A
-        training step that differentiates the parameters only (argument 0) skips the
-        gradient of the input batch, which for a convolution costs as much as the rest.
-      gradient_outputs: the positions in `fun`'s result tuple TF gradients flow from (None:
-        every float result), like the value of `jax.value_and_grad(..., has_aux=True)`: the
-        forward op keeps residuals for these only, and the others (metrics, auxiliary
-        outputs) are cut from the gradient path (a gradient through them is None).
+        cotangents; every other argument, keyword arguments included, gets a None first-order
+        gradient, as an integer one does. A training step that differentiates the parameters
+        only (argument 0) skips the gradient of the input batch, which for a convolution
+        costs as much as the rest. Higher orders see every float argument: the gradient w.r.t.
+        argument 1 can itself be differentiated w.r.t. argument 0 (a gradient penalty).
+      gradient_outputs: the positions in `fun`'s result tuple (or list) TF gradients flow from
+        (None: every float result), like the value of `jax.value_and_grad(..., has_aux=True)`:
+        the forward op keeps residuals for these only, and the others (metrics, auxiliary
+        outputs) are cut from the gradient path (a gradient through them is None). A result
+        that is not a tuple or list (an array, a dict) is position 0 as a whole.
       residual_policy: a `jax.checkpoint_policies` value choosing which intermediates the
         forward op returns as residuals (residual mode); the backward op recomputes the others
         from them. None (default): all that `jax.vjp` keeps, nothing is recomputed.
         `jax.checkpoint_policies.dots_saveable` keeps matmul/convolution outputs only: fewer
         forward outputs (cheaper inference calls, faster export) for a little elementwise
-        recomputation in the backward op; measure on your model.
+        recomputation in the backward op; measure on your model. Only for
+        gradient_mode="residuals"; a policy that makes the export fail raises
+        `GradientSpecError` at the first call.
       linalg: "portable" (default): jnp.linalg / jax.scipy.linalg lower to StableHLO that TF's
         XLA runs (JAX's CPU lowering uses LAPACK custom calls TF lacks); "native": JAX's own
         lowering, for modules that run back in JAX. Non-portable primitives (eig, schur, ...)
@@ -129,7 +136,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         gradient_order=_check_gradient_order(gradient_order),
         gradient_argnums=_check_positions("gradient_argnums", gradient_argnums),
         gradient_outputs=_check_positions("gradient_outputs", gradient_outputs),
-        residual_policy=_check_residual_policy(residual_policy),
+        residual_policy=_check_residual_policy(residual_policy, gradient_mode),
         export=exporting.ExportOptions(
             platforms=tf_platforms.canonical_platforms(
                 platforms if platforms is not None else native_serialization_platforms),
@@ -160,41 +167,59 @@ def _check_positions(name: str, value) -> tuple[int, ...] | None:
     """Validates `gradient_argnums` / `gradient_outputs`: None, an int or ints, all >= 0."""
     if value is None:
         return None
-    values = (value,) if isinstance(value, int) else value
+    def as_index(i):
+        if isinstance(i, bool):
+            raise TypeError
+        return operator.index(i)  # ints and numpy integers
+
     try:
-        values = tuple(values)
+        if isinstance(value, (str, bytes, collections.abc.Mapping)):
+            raise TypeError
+        values = tuple(map(as_index, value if isinstance(value, collections.abc.Iterable)
+                           else (value,)))
     except TypeError:
         values = None
-    if values is None or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                                 for i in values):
+    if values is None or any(i < 0 for i in values):
         raise ValueError(f"{name} must be None, an int >= 0 or a sequence of them ("
                          + _POSITIONS_EXAMPLE[name].format(value=value))
     return tuple(sorted(set(values)))
 
 
-def _check_residual_policy(policy):
+def _check_residual_policy(policy, gradient_mode: str):
     if policy is not None and not callable(policy):
         raise TypeError(f"residual_policy must be None or a jax.checkpoint_policies value, got "
                         f"{policy!r}. Fix: e.g. residual_policy="
                         f"jax.checkpoint_policies.dots_saveable.")
+    if policy is not None and gradient_mode != "residuals":
+        raise ValueError(f"residual_policy chooses the residuals of gradient_mode='residuals'; "
+                         f"with gradient_mode={gradient_mode!r} there are none. Fix: drop "
+                         f"residual_policy, or use gradient_mode='residuals'.")
     return policy
 
 
-def _gradient_leaves(argnums: tuple[int, ...] | None, args: tuple) -> tuple[int, ...] | None:
+def _gradient_leaves(argnums: tuple[int, ...] | None, args: tuple,
+                     specs: Sequence[poly_specs.LeafSpec]) -> tuple[int, ...] | None:
     """Flat leaf indices of the positional arguments in `argnums` (None: all leaves)."""
     if argnums is None:
         return None
     if argnums and argnums[-1] >= len(args):
-        raise errors.GradientSpecError(f"gradient_argnums={list(argnums)} names argument {argnums[-1]}, but "
-                         f"the function was called with {len(args)} positional argument(s). "
-                         f"Fix: count from 0 over the positional arguments, as jax.grad's "
-                         f"argnums does.")
+        raise errors.GradientSpecError(
+            f"gradient_argnums={list(argnums)} names argument {argnums[-1]}, but the function "
+            f"was called with {len(args)} positional argument(s). Fix: pass the arguments to "
+            f"differentiate positionally and count from 0 over them, as jax.grad's argnums "
+            f"does (keyword arguments take no gradient).")
     leaves, start = [], 0
     for i, arg in enumerate(args):
         n = len(jax.tree_util.tree_leaves(arg))
         if i in argnums:
             leaves.extend(range(start, start + n))
         start += n
+    if argnums and not any(vjp_functions.is_differentiable(specs[j].dtype) for j in leaves):
+        chosen = ", ".join(f"{specs[j].path}: {specs[j].dtype}" for j in leaves) or "no arrays"
+        raise errors.GradientSpecError(
+            f"gradient_argnums={list(argnums)} selects no float or complex array ({chosen}), "
+            f"so no gradient could be taken. Fix: name the arguments holding the float "
+            f"parameters (jax.grad also requires real or complex inputs).")
     return tuple(leaves)
 
 
@@ -254,7 +279,7 @@ class _Converted:
             name = getattr(self._fun, "__name__", "fun")
             flat = vjp_functions.flatten_user_function(
                 self._fun, treedef, [s.struct for s in specs], name,
-                gradient_inputs=_gradient_leaves(options.gradient_argnums, args),
+                gradient_inputs=_gradient_leaves(options.gradient_argnums, args, specs),
                 gradient_outputs=options.gradient_outputs)
             node = DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
                                           options.constraints, options.residual_policy)

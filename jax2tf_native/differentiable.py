@@ -86,6 +86,8 @@ class DifferentiableFunction:
                 except GradientSpecError:
                     raise  # the user's gradient_outputs is wrong: no fallback can help
                 except Exception as e:  # any other failure means: fall back to the plain forward
+                    if self.residual_policy is not None:
+                        self._check_policy_is_not_the_cause(e)
                     logger.info("jax2tf_native: %s: no residual forward (%s: %s); using the "
                                 "primal forward and recomputing for gradients",
                                 self.flat.name, type(e).__name__, str(e).splitlines()[0][:200])
@@ -94,6 +96,20 @@ class DifferentiableFunction:
                     self._forward = ResidualExports(prepared, structure)
                     self.out_avals = tuple(prepared.exported.out_avals[:structure.n_outputs])
             return self._forward
+
+    def _check_policy_is_not_the_cause(self, error: Exception) -> None:
+        """Raises if the residual forward exports without `residual_policy` but not with it."""
+        try:
+            self._export(vjp_functions.residual_forward(self.flat).fwd,
+                         f"{self.flat.name}_fwd", self.specs)
+        except Exception:
+            return  # it fails without the policy too: the usual fallback applies
+        raise GradientSpecError(
+            f"residual_policy={self.residual_policy!r} fails on {self.flat.name}: "
+            f"{type(error).__name__}: {str(error).splitlines()[0][:300]} Fix: pass a "
+            f"jax.checkpoint_policies value, e.g. jax.checkpoint_policies.dots_saveable "
+            f"(factories such as save_only_these_names must be called with the names first)."
+        ) from error
 
     def backward(self) -> PreparedExport | None:
         """The backward from residuals, or None (logged) when residual shapes can't be solved."""
@@ -135,13 +151,12 @@ class DifferentiableFunction:
                 in_specs = ([dataclasses.replace(s, path=f"primal[{i}]")
                              for i, s in enumerate(self.specs)]
                             + self._cotangent_specs(diff_out))
-                # Inputs without a first-order gradient take none at higher orders either.
-                gradient_inputs = (None if self.flat.gradient_inputs is None else
-                                   self.flat.gradient_inputs + tuple(range(n, len(in_specs))))
+                # Every float input of the VJP takes a gradient, also those left out of the
+                # first order: d/dw of a gradient w.r.t. x is a gradient penalty's weight
+                # gradient, as jax.grad(jax.grad(f, argnums=1)) computes it.
                 flat = FlatFunction(fun=vjp_functions.recompute_vjp(self.flat, n),
                                     in_avals=tuple(s.struct for s in in_specs),
-                                    name=f"{self.flat.name}_vjp",
-                                    gradient_inputs=gradient_inputs)
+                                    name=f"{self.flat.name}_vjp")
                 self._vjp = DifferentiableFunction(flat, in_specs, self.options, self.mode,
                                                    residual_policy=self.residual_policy)
             return self._vjp

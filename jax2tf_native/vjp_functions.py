@@ -72,7 +72,8 @@ def output_leaves(out_tree, positions: Sequence[int], name: str) -> set[int]:
         raise GradientSpecError(
             f"gradient_outputs={list(positions)} names result {max(positions)}, but {name} "
             f"returns {len(results)} result(s). Fix: count from 0 over the elements of the "
-            f"returned tuple (a single array is result 0).")
+            f"returned tuple or list; a result that is not one (an array, a dict) is result 0 "
+            f"as a whole.")
     return {leaf for p in positions for leaf in jax.tree_util.tree_leaves(results[p])}
 
 

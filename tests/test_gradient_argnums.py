@@ -72,7 +72,65 @@ def test_second_order_with_gradient_argnums_matches_jax(mode, rng):
                                rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("bad", [-1, True, "0", 1.0, [0, None]])
+@pytest.mark.parametrize("mode", ["residuals", "recompute"])
+def test_mixed_second_order_sees_arguments_left_out_of_the_first(mode, rng):
+    # A gradient penalty: first order w.r.t. the input only, then its norm w.r.t. the weights.
+    critic = lambda w, x: jnp.sum(jnp.tanh(x @ w))
+    w = tf.Variable(rng.standard_normal((4, 2)).astype(np.float32))
+    x = tf.constant(rng.standard_normal((3, 4)).astype(np.float32))
+    f_tf = jax2tf_native.convert(critic, gradient_argnums=1, gradient_mode=mode)
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f_tf(w, x)
+        assert inner.gradient(y, w) is None  # not in gradient_argnums
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f_tf(w, x)
+        penalty = tf.reduce_sum(inner.gradient(y, x) ** 2)
+    want = jax.grad(lambda w: jnp.sum(jax.grad(critic, argnums=1)(w, x.numpy()) ** 2))(w.numpy())
+    np.testing.assert_allclose(outer.gradient(penalty, w).numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_numpy_integer_gradient_argnums_are_accepted(rng):
+    params = _params(rng)
+    f_tf = jax2tf_native.convert(_loss, gradient_argnums=np.int64(0))
+    variables = {k: tf.Variable(v) for k, v in params.items()}
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    with tf.GradientTape() as tape:
+        loss = f_tf(variables, x, 1.0)
+    assert_tree_allclose({k: g.numpy() for k, g in tape.gradient(loss, variables).items()},
+                         jax.grad(_loss)(params, x, np.float32(1.0)), rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_argnums_naming_only_integers_says_so():
+    f_tf = jax2tf_native.convert(lambda labels, w: jnp.sum(labels * w), gradient_argnums=0)
+    with pytest.raises(jax2tf_native.GradientSpecError,
+                       match=r"selects no float or complex array \(args\[0\]: int32\)"):
+        f_tf(np.array([1, 2], np.int32), np.float32(2.0))
+
+
+def test_a_residual_policy_that_breaks_the_export_is_reported_not_dropped(rng):
+    # A policy factory passed without calling it: the export fails only because of the policy.
+    f_tf = jax2tf_native.convert(lambda w, x: jnp.sum(jnp.tanh(x @ w)),
+                                 residual_policy=jax.checkpoint_policies.save_only_these_names)
+    w = tf.Variable(rng.standard_normal((4, 2)).astype(np.float32))
+    with pytest.raises(jax2tf_native.GradientSpecError,
+                       match=r"residual_policy=.*fails on <lambda>: .*Fix: pass a "
+                             r"jax.checkpoint_policies value"):
+        with tf.GradientTape():
+            f_tf(w, np.ones((3, 4), np.float32))
+
+
+def test_residual_policy_with_recompute_mode_is_refused():
+    with pytest.raises(ValueError, match=r"residual_policy chooses the residuals of "
+                                         r"gradient_mode='residuals'"):
+        jax2tf_native.convert(_loss, gradient_mode="recompute",
+                              residual_policy=jax.checkpoint_policies.dots_saveable)
+
+
+@pytest.mark.parametrize("bad", [-1, True, "0", 1.0, [0, None], {0: 1}])
 def test_invalid_gradient_argnums_say_what_is_expected(bad):
     with pytest.raises(ValueError, match=r"gradient_argnums must be None, an int >= 0 .*Fix:"):
         jax2tf_native.convert(_loss, gradient_argnums=bad)
