@@ -793,8 +793,9 @@ def _format_lines(report: SavedModelReport) -> list[str]:
                      "reference data")
     else:
         producer = ", ".join(f"{k} {v}" for k, v in sorted(m.producer.items()))
+        scope = "" if m.input_gradients else ", parameters only"
         lines.append(f"  written by jax2tf-native at {m.created_utc} ({producer}); gradients: "
-                     f"{m.with_gradient} ({m.gradient_mode})")
+                     f"{m.with_gradient} ({m.gradient_mode}{scope})")
     lines.append(f"Signatures ({len(report.signatures)}):")
     for sig in report.signatures:
         lines.append(f"  {sig.name}  [{sig.method_name or 'no method name'}]")

@@ -88,6 +88,7 @@ class Manifest:
       gradient_mode: "residuals" or "recompute" (see `jax2tf_native.convert`).
       platforms: the platforms the modules were lowered for.
       stablehlo_version: the StableHLO version the modules were serialized in.
+      input_gradients: whether the inputs take gradients too, or the parameters only.
     """
     format_version: int
     created_utc: str
@@ -99,6 +100,7 @@ class Manifest:
     gradient_mode: str
     platforms: tuple[str, ...]
     stablehlo_version: str
+    input_gradients: bool = True
 
     def signature(self, name: str) -> SignatureInfo:
         for sig in self.signatures:
@@ -132,7 +134,9 @@ class Manifest:
             signatures=tuple(map(signature, raw["signatures"])),
             variable_count=raw["variable_count"], variable_bytes=raw["variable_bytes"],
             with_gradient=raw["with_gradient"], gradient_mode=raw["gradient_mode"],
-            platforms=tuple(raw["platforms"]), stablehlo_version=raw["stablehlo_version"])
+            platforms=tuple(raw["platforms"]), stablehlo_version=raw["stablehlo_version"],
+            # Models written before the field existed differentiate their inputs too.
+            input_gradients=raw.get("input_gradients", True))
 
 
 def read(saved_model_dir: str | Path) -> Manifest | None:

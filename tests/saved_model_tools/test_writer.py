@@ -181,6 +181,28 @@ def test_gradients_survive_in_a_process_without_jax(saved, tmp_path):
     np.testing.assert_allclose(got["images"], want_images, rtol=1e-4, atol=1e-5)
 
 
+def test_parameters_only_gradients_skip_the_input(tmp_path):
+    path = tmp_path / "model"
+    record = _save(path, input_gradients=False)
+    assert manifest.read(path).input_gradients is False and record.input_gradients is False
+    from saved_model_tools import inspect as inspect_lib
+    assert "gradients: True (recompute, parameters only)" in (
+        inspect_lib.inspect_saved_model(path).format())
+    loaded = tf.saved_model.load(str(path))
+    images = tf.constant(example_model.example_images(3, seed=7))
+    with tf.GradientTape() as tape:
+        tape.watch(images)
+        [logits] = loaded.signatures["serving_default"](images=images).values()
+        loss = tf.reduce_sum(logits ** 2)
+    variables = list(loaded.trainable_variables)
+    *grads, image_grad = tape.gradient(loss, variables + [images])
+    assert image_grad is None
+    want = jax.grad(lambda p: jnp.sum(example_model.apply(p, images.numpy()) ** 2))(_params())
+    for v, g in zip(variables, grads):
+        np.testing.assert_allclose(g.numpy(), want[v.name.split(":")[0].split("/")[-1]],
+                                   rtol=1e-4, atol=1e-5)
+
+
 def test_save_exported_from_bytes_keeps_gradients(tmp_path):
     params = _params()
     specs = jax.export.symbolic_args_specs((params, example_model.example_images(2)),
