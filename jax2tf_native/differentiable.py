@@ -84,7 +84,7 @@ class DifferentiableFunction:
                 try:
                     prepared = self._export(structure.fwd, f"{self.flat.name}_fwd", self.specs)
                 except GradientSpecError:
-                    raise  # the user's gradient_outputs is wrong: no fallback can help
+                    raise  # gradient_outputs or residual_policy is wrong: no fallback helps
                 except Exception as e:  # any other failure means: fall back to the plain forward
                     if self.residual_policy is not None:
                         self._check_policy_is_not_the_cause(e)
