@@ -63,6 +63,7 @@ class DifferentiableFunction:
         self._forward: ResidualExports | None | bool = False   # False: not tried yet
         self._backward: PreparedExport | None | bool = False
         self._vjp: DifferentiableFunction | None = None
+        self._diff_out: tuple[int, ...] | None = None
         self.out_avals: tuple | None = None
 
     def _export(self, fun, name: str, specs: Sequence[LeafSpec]) -> PreparedExport:
@@ -133,11 +134,19 @@ class DifferentiableFunction:
             return self._backward
 
     def diff_out(self) -> tuple[int, ...]:
-        forward = self.forward() if self.mode == "residuals" else None
-        if forward is not None:
-            return forward.structure.diff_out
-        self.primal()
-        return self.flat.diff_out([a.dtype for a in self.out_avals])
+        """Indices of the outputs that take a cotangent; fixed once the first export is made.
+
+        Computed once: every call of the converted function asks (gradients.call).
+        """
+        with self._lock:
+            if self._diff_out is None:
+                forward = self.forward() if self.mode == "residuals" else None
+                if forward is not None:
+                    self._diff_out = forward.structure.diff_out
+                else:
+                    self.primal()
+                    self._diff_out = self.flat.diff_out([a.dtype for a in self.out_avals])
+            return self._diff_out
 
     def _cotangent_specs(self, diff_out: Sequence[int]) -> list[LeafSpec]:
         return [_spec(f"cotangent[{j}]", self.out_avals[j]) for j in diff_out]

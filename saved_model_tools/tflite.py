@@ -22,7 +22,11 @@ import time
 import warnings
 from pathlib import Path
 
-from saved_model_tools.verify import OutputCheck
+from saved_model_tools.verify import (EXIT_FAILED, EXIT_NO_REFERENCES, EXIT_PASSED,
+                                      OutputCheck)
+
+# verify's exit codes, plus one of tflite's own.
+EXIT_NOT_CONVERTED = 4
 
 BUILTINS = "TFLITE_BUILTINS"
 BUILTINS_AND_SELECT = "TFLITE_BUILTINS+SELECT_TF_OPS"
@@ -81,7 +85,8 @@ class TfliteReport:
 
     @property
     def exit_code(self) -> int:
-        return {"passed": 0, "failed": 1, "not-converted": 4, "no-references": 3}[self.status]
+        return {"passed": EXIT_PASSED, "failed": EXIT_FAILED, "not-converted": EXIT_NOT_CONVERTED,
+                "no-references": EXIT_NO_REFERENCES}[self.status]
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
