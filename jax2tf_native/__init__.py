@@ -8,7 +8,8 @@ JAX):
   deserialize          -- Exported from serialized bytes, with a clear error when corrupt.
   check_grads_tf       -- TF tape gradients (any order) vs JAX and finite differences.
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
-                          ExportedModuleError, CustomCallNotAllowedError, GradientCheckError,
+                          ExportedModuleError, JaxTransformationError, CustomCallNotAllowedError,
+                          GradientCheckError,
                           GradientSpecError, NonPortableLinalgError.
 """
 import importlib
@@ -26,6 +27,7 @@ _EXPORTS = {
     "ArgumentTypeError": "jax2tf_native.errors",
     "CustomCallNotAllowedError": "jax2tf_native.errors",
     "ExportedModuleError": "jax2tf_native.errors",
+    "JaxTransformationError": "jax2tf_native.errors",
     "GradientSpecError": "jax2tf_native.errors",
     "PolymorphicShapeError": "jax2tf_native.errors",
     "NonPortableLinalgError": "jax2tf_native.linalg_portable",

@@ -3,6 +3,10 @@
 Every name here is pinned by tests/test_jax_internals.py, which fails loudly when a JAX upgrade
 moves or changes it.
 """
+import contextlib
+import sys
+from typing import Iterator
+
 # Why: `geqrf_p` (Householder QR) and `geqp3_p` (column-pivoted QR) are bound directly by public
 # functions -- jnp.linalg.qr(mode="raw"), jnp.linalg.slogdet(method="qr"),
 # jax.scipy.linalg.qr_multiply -- and JAX lowers them to LAPACK (lapack_?geqrf_ffi,
@@ -19,3 +23,31 @@ from jax._src.lax.linalg import geqrf_p as geqrf_p  # noqa: F401
 # key, so cached LAPACK lowerings of jnp.linalg's nested jits cannot leak in (see
 # linalg_portable). Named here so that the dependency is explicit and pinned.
 OVERRIDE_LOWERING_RULES_KWARG = "_override_lowering_rules"
+
+
+# Why: `jax.experimental.jax2tf.call_tf(..., call_tf_graph=True)` lowers to a custom call that
+# names a TF concrete function by its index in XlaCallModule's `function_list`; while lowering,
+# it appends the function to `jax2tf._thread_local_state.call_tf_concrete_function_list` and
+# refuses ("only support exporting by jax2tf.convert") when that list is None. jax2tf has no
+# public hook for it, so exports that may contain such calls set the list for their duration
+# and pass the collected functions to the XlaCallModule op.
+CALL_TF_PEER_MODULE = "jax.experimental.jax2tf.jax2tf"
+
+
+@contextlib.contextmanager
+def collecting_call_tf_functions() -> Iterator[list]:
+    """Yields the list that call_tf_graph=True calls lowered in this scope append to.
+
+    Without jax2tf imported no function can hold a call_tf, so nothing is imported then.
+    """
+    peer = sys.modules.get(CALL_TF_PEER_MODULE)
+    if peer is None:
+        yield []
+        return
+    state = peer._thread_local_state
+    previous = state.call_tf_concrete_function_list
+    state.call_tf_concrete_function_list = collected = []
+    try:
+        yield collected
+    finally:
+        state.call_tf_concrete_function_list = previous

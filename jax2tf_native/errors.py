@@ -19,6 +19,11 @@ class GradientSpecError(ValueError):
     """`gradient_argnums` / `gradient_outputs` name an argument or result the function lacks."""
 
 
+class JaxTransformationError(TypeError):
+    """A converted (TF) function was called with JAX tracers: under `jax.jit`, `jax.vmap`,
+    `jax.grad` or inside a function being converted. It takes TF values, not JAX ones."""
+
+
 class ExportedModuleError(ValueError):
     """An exported module (or its serialized bytes) cannot be run by the installed TensorFlow."""
 

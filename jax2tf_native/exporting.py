@@ -122,9 +122,13 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
     from jax2tf_native import tf_runner  # tf_runner imports TF; exporting stays importable alone.
     logger.debug("jax2tf_native: exporting %s for %s", getattr(fun, "__name__", "fun"),
                  [f"{s.path}: {s.struct.dtype}[{', '.join(map(str, s.shape))}]" for s in specs])
+    from jax2tf_native import _jax_internals
     try:
-        exported = export(fun, tuple(s.struct for s in specs), {}, platforms=options.platforms,
-                          disabled_checks=options.disabled_checks, linalg=options.linalg)
+        # jax2tf.call_tf(..., call_tf_graph=True) calls TF functions that travel with the op.
+        with _jax_internals.collecting_call_tf_functions() as tf_functions:
+            exported = export(fun, tuple(s.struct for s in specs), {},
+                              platforms=options.platforms,
+                              disabled_checks=options.disabled_checks, linalg=options.linalg)
     except ValueError as e:
         if not str(e).startswith("Cannot solve for values of dimension variables"):
             raise
@@ -135,4 +139,5 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
             f"{str(e).splitlines()[0]} Fix: give every dimension variable a dimension that is "
             f"the variable alone or a linear term like '2*b' or 'b + 1' in some argument.") from e
     return tf_runner.prepare(exported, specs, constraints=constraints,
-                             stablehlo_version=options.stablehlo_version)
+                             stablehlo_version=options.stablehlo_version,
+                             tf_functions=tuple(tf_functions))

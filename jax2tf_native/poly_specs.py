@@ -58,8 +58,10 @@ def broadcast_specs(polymorphic_shapes: Any, args: tuple) -> list[str | None]:
             f"{bad[0]!r} of type {type(bad[0]).__name__}. Fix: write the shape as a string, "
             f"e.g. '(b, 28, 28, 1)'.")
     try:
+        # Each spec leaf becomes a _Specs group (not a list: lists in polymorphic_shapes are
+        # pytree nodes, e.g. [(["v", "v"], ["v"])] for args (([x0, x1], [x2]),)).
         per_subtree = jax.tree.map(
-            lambda spec, subtree: [spec] * len(jax.tree_util.tree_leaves(subtree)),
+            lambda spec, subtree: _Specs([spec] * len(jax.tree_util.tree_leaves(subtree))),
             polymorphic_shapes, args, is_leaf=_is_spec_leaf)
     except (ValueError, TypeError) as e:
         example = "[" + ", ".join(["'b, ...'"] * max(len(args), 1)) + "]"
@@ -71,8 +73,15 @@ def broadcast_specs(polymorphic_shapes: Any, args: tuple) -> list[str | None]:
             f"polymorphic_shapes structure {spec_structure} for args structure "
             f"{args_structure} ({len(args)} positional argument(s)). Detail: {e}. Fix: e.g. "
             f"polymorphic_shapes={example}.") from None
-    return [spec for group in jax.tree_util.tree_leaves(per_subtree, is_leaf=lambda x: isinstance(x, list))
-            for spec in group]
+    return [spec for group in jax.tree_util.tree_leaves(
+                per_subtree, is_leaf=lambda x: isinstance(x, _Specs))
+            for spec in group.specs]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Specs:
+    """The specs of the flat leaves under one polymorphic_shapes leaf (a pytree leaf itself)."""
+    specs: list
 
 
 def make_scope(constraints: Sequence[str]) -> jax.export.SymbolicScope:

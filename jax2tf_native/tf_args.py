@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from jax2tf_native.errors import ArgumentTypeError
+from jax2tf_native.errors import ArgumentTypeError, JaxTransformationError
 from tf_ops import dtypes
 
 
@@ -37,9 +37,27 @@ def path_str(root: str, key_path) -> str:
     return root + jax.tree_util.keystr(key_path)
 
 
+_TRANSFORMATIONS = {"BatchTracer": "jax.vmap", "JVPTracer": "jax.grad/jax.jvp",
+                    "LinearizeTracer": "jax.grad/jax.linearize",
+                    "DynamicJaxprTracer": "jax.jit (or convert, export, lax control flow)"}
+
+
+def _reject_tracer(path: str, leaf: jax.core.Tracer) -> None:
+    transformation = _TRANSFORMATIONS.get(type(leaf).__name__,
+                                          f"a JAX transformation ({type(leaf).__name__})")
+    raise JaxTransformationError(
+        f"{path} is a JAX tracer ({leaf.aval.str_short()}) from {transformation}: a function "
+        f"made by convert runs TensorFlow ops on TF values and cannot be traced by JAX (jit, "
+        f"vmap, grad, or a nested convert). Fix: inside JAX code call the original JAX "
+        f"function instead of its converted version; to call TensorFlow code from JAX, wrap "
+        f"it with jax2tf_native.call_tf (jax.experimental.jax2tf.call_tf).")
+
+
 def _to_tensor(path: str, leaf: Any) -> tf.Tensor:
     if isinstance(leaf, (tf.Tensor, tf.Variable)):
         return tf.convert_to_tensor(leaf)
+    if isinstance(leaf, jax.core.Tracer):
+        _reject_tracer(path, leaf)
     if leaf is None or isinstance(leaf, (str, bytes)) or not (
             isinstance(leaf, (np.ndarray, np.generic, int, float, complex, bool))
             or hasattr(leaf, "__array__")):

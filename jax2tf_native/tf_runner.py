@@ -38,11 +38,16 @@ class PreparedExport:
 
 def prepare(exported: jax.export.Exported, leaf_specs: Sequence[LeafSpec], *,
             constraints: Sequence[str] = (), stablehlo_version: str | None = None,
-            checks=()) -> PreparedExport:
-    """Re-serializes `exported` for TF and bundles it with the argument specs."""
+            checks=(), tf_functions: Sequence = ()) -> PreparedExport:
+    """Re-serializes `exported` for TF and bundles it with the argument specs.
+
+    `tf_functions` are the TF concrete functions the module calls (jax2tf.call_tf with
+    call_tf_graph=True), in the order of their indices in the module.
+    """
     try:
         tf_module = xla_call_module.tf_module_from_exported(
-            exported, stablehlo_version=stablehlo_version, checks=checks)
+            exported, stablehlo_version=stablehlo_version, checks=checks,
+            tf_functions=tf_functions)
     except custom_call_check.CustomCallNotAllowedError:
         raise  # Already names each target, its source and the override; keep its record.
     except ValueError as e:

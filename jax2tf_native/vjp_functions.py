@@ -18,6 +18,7 @@ import dataclasses
 from typing import Any, Callable, Sequence
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -136,6 +137,45 @@ class ResidualForward:
         return [xs[i] if kind == "input" else computed[i] for kind, i in self.residual_sources]
 
 
+# Primitives whose JAX JVP rule computes a different primal value than the primitive: JAX
+# 0.10's `_reduce_jvp` (general `lax.reduce`) drops a non-identity init_value, so jax.vjp's
+# primal of lax.reduce(x, 3.0, lax.add, (0,)) is the sum without the 3.0. The residual forward
+# then takes its outputs from the function itself (what jax.jit, and the peer, return).
+_JVP_CHANGES_PRIMAL = frozenset({"reduce"})
+
+
+class RematerializationRequested(Exception):
+    """The residual forward is not built: the function holds the differentiated part of a
+    jax.checkpoint (e.g. `jax.grad(jax.checkpoint(f))`), whose lowering puts optimization
+    barriers around the recomputation. A `jax.vjp` linearization of it evaluates that part
+    without them (XLA would then undo the rematerialization), so the forward op is the plain
+    function (barriers kept) and gradients recompute it, as jax2tf does."""
+
+
+# Marks a remat eqn that lowers with optimization barriers (differentiated, prevent_cse).
+_REMAT_WITH_BARRIER = "remat with optimization barrier"
+
+
+def _primitives_bound(fun: Callable, xs: Sequence) -> set[str]:
+    """Names of the primitives `fun(*xs)` binds, also inside nested jaxprs (jit, cond, ...)."""
+    found: set[str] = set()
+
+    def walk(jaxpr) -> None:
+        for eqn in jaxpr.eqns:
+            found.add(eqn.primitive.name)
+            if (eqn.primitive is jax.extend.core.primitives.remat_p
+                    and eqn.params.get("differentiated") and eqn.params.get("prevent_cse")):
+                found.add(_REMAT_WITH_BARRIER)
+            for param in eqn.params.values():
+                for sub in (param if isinstance(param, (tuple, list)) else (param,)):
+                    inner = getattr(sub, "jaxpr", sub)
+                    if hasattr(inner, "eqns"):
+                        walk(inner)
+
+    walk(jax.make_jaxpr(fun)(*xs).jaxpr)
+    return found
+
+
 def residual_forward(flat: FlatFunction, policy: Callable | None = None) -> ResidualForward:
     """The forward function that also returns the VJP residuals that are not inputs.
 
@@ -148,7 +188,14 @@ def residual_forward(flat: FlatFunction, policy: Callable | None = None) -> Resi
         on_diff, diff_xs = _split_inputs(flat, xs)
         if policy is not None:
             on_diff = jax.checkpoint(on_diff, policy=policy)
+        bound = _primitives_bound(flat.fun, xs)
+        if _REMAT_WITH_BARRIER in bound:
+            raise RematerializationRequested(
+                "the function differentiates a jax.checkpoint: a residual forward would lose "
+                "the optimization barriers that keep XLA from undoing its rematerialization")
         _, pullback, (outs, diff_out) = jax.vjp(on_diff, *diff_xs, has_aux=True)
+        if bound & _JVP_CHANGES_PRIMAL:
+            outs = flat.fun(*xs)
         residuals, result.residual_tree = jax.tree_util.tree_flatten(pullback)
         result.n_outputs, result.diff_out = len(outs), diff_out
         computed, sources = [], []

@@ -214,9 +214,11 @@ _KERNEL_LANGUAGES = (
         "mosaic_gpu_v2", ("cuda",), "Pallas Mosaic GPU kernels", (),
         "Stable in JAX; the handler lives in jaxlib, so TF's XLA cannot run it. Not run here."),
     AllowedTarget(
-        "tf.call_tf_function", ALL_PLATFORMS, "jax2tf.call_tf(..., call_tf_graph=True)", (),
-        "Needs the TF function passed in XlaCallModule's function_list, which our call path "
-        "does not build (function_list=[]); not runnable through jax2tf-native."),
+        "tf.call_tf_function", ALL_PLATFORMS, "jax2tf.call_tf(..., call_tf_graph=True)",
+        ALL_PLATFORMS,
+        "Calls the TF function passed in XlaCallModule's function_list, which convert builds "
+        "from the functions collected while exporting (a serialized module cannot carry them "
+        "and is refused). Verified on CPU (tests/test_call_tf.py)."),
 )
 
 ALLOWLIST: tuple[AllowedTarget, ...] = (

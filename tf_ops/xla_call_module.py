@@ -16,6 +16,14 @@ from tensorflow.compiler.tf2xla.python import xla as _tfxla
 from tf_ops import custom_call_check, dtypes, module_for_tf, platforms, versions
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
+_CALL_TF_TARGET = "tf.call_tf_function"
+
+
+# jax2tf.call_tf marks its calls with these effects (by class name: importing
+# jax.experimental.jax2tf here would load it for every user). They only keep JAX from
+# removing or reordering the call; the module itself holds the TF function, lowered to
+# StableHLO, or calls it through `function_list` (call_tf_graph=True), so TF runs it.
+_CALL_TF_EFFECTS = frozenset({"CallTfEffect", "CallTfOrderedEffect"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +40,8 @@ class TfModule:
       in_dtypes: TF dtype of every flat input (kept or not).
       out_dtypes: TF dtype of every flat output (`Tout` attr).
       out_shapes: static shape of every flat output, None where symbolic (`Sout` attr).
+      tf_functions: the TF concrete functions the module calls through the
+        `tf.call_tf_function` custom call (`function_list` attr), by index.
     """
     module: bytes
     stablehlo_version: str
@@ -42,6 +52,7 @@ class TfModule:
     in_dtypes: tuple[tf.DType, ...]
     out_dtypes: tuple[tf.DType, ...]
     out_shapes: tuple[tuple[int | None, ...], ...]
+    tf_functions: tuple = ()
 
     @property
     def platform_check_disabled(self) -> bool:
@@ -54,7 +65,8 @@ def _static_shape(aval) -> tuple[int | None, ...]:
 
 def tf_module_from_exported(exported: jax.export.Exported, *,
                             stablehlo_version: str | None = None,
-                            checks: Sequence[module_for_tf.ModuleCheck] = ()) -> TfModule:
+                            checks: Sequence[module_for_tf.ModuleCheck] = (),
+                            tf_functions: Sequence = ()) -> TfModule:
     """Prepares `exported` for TF: checks it can run here and re-serializes its module.
 
     Every custom call in the module is checked against our allowlist for the exported platforms
@@ -76,8 +88,9 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         raise ValueError(
             f"'{exported.fun_name}' was exported for {exported.nr_devices} devices; XlaCallModule "
             f"in TF runs single-device modules here. Fix: export without a multi-device mesh.")
-    if exported.ordered_effects or exported.unordered_effects:
-        effects = list(exported.ordered_effects) + list(exported.unordered_effects)
+    effects = [e for e in list(exported.ordered_effects) + list(exported.unordered_effects)
+               if type(e).__name__ not in _CALL_TF_EFFECTS]
+    if effects:
         raise ValueError(
             f"'{exported.fun_name}' has effects {effects} (e.g. host callbacks or debug prints) "
             f"that TensorFlow cannot run. Fix: remove jax.debug/io_callback calls before export.")
@@ -87,9 +100,11 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     allowlist_check = functools.partial(custom_call_check.check_custom_calls,
                                         platforms=exported.platforms,
                                         disabled_checks=exported.disabled_safety_checks)
+    tf_calls_check = functools.partial(_check_tf_function_calls, name=exported.fun_name,
+                                       n_functions=len(tf_functions))
     module = module_for_tf.module_bytes_for_tf(exported.mlir_module_serialized,
                                                stablehlo_version=target,
-                                               checks=(allowlist_check, *checks))
+                                               checks=(allowlist_check, tf_calls_check, *checks))
     return TfModule(
         module=module,
         stablehlo_version=target,
@@ -100,7 +115,31 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         in_dtypes=tuple(dtypes.to_tf_dtype(a.dtype) for a in exported.in_avals),
         out_dtypes=tuple(dtypes.to_tf_dtype(a.dtype) for a in exported.out_avals),
         out_shapes=tuple(_static_shape(a) for a in exported.out_avals),
+        tf_functions=tuple(tf_functions),
     )
+
+
+def _check_tf_function_calls(module, *, name: str, n_functions: int) -> None:
+    """A module that calls TF functions (call_tf_graph=True) must come with them."""
+    sites = [s for s in custom_call_check.find_custom_calls(module)
+             if s.target == _CALL_TF_TARGET]
+    if sites and not n_functions:
+        raise ValueError(
+            f"'{name}' calls TensorFlow functions through jax2tf.call_tf(..., "
+            f"call_tf_graph=True) ({len(sites)} call(s)), but those functions are not part of "
+            f"a serialized module. Fix: convert the JAX function with jax2tf_native.convert in "
+            f"the process that runs it, or use call_tf without call_tf_graph=True (the TF "
+            f"function is then compiled into the module).")
+
+
+def _add_to_graph(tf_module: TfModule) -> list[str]:
+    """Registers the module's TF functions where the op runs; returns their names."""
+    for function in tf_module.tf_functions:
+        # In a graph, the op finds the function in the graph's library (and a SavedModel saves
+        # it from there); eagerly, in the context, where the concrete function already is.
+        if not tf.executing_eagerly():
+            function.add_to_graph()
+    return [f.function_def.signature.name for f in tf_module.tf_functions]
 
 
 def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor]) -> list[tf.Tensor]:
@@ -120,7 +159,7 @@ def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor]) -> list[tf.Tensor]
         disabled_checks=list(tf_module.disabled_checks),
         # Tokens are not used from calling convention 9 on, and real ones are needed before.
         has_token_input_output=False,
-        function_list=[],
+        function_list=_add_to_graph(tf_module),
         # Modules are single-device here (checked above), so the partitioner choice is moot;
         # False keeps TF from expecting Shardy attributes JAX did not write.
         use_shardy_partitioner=False,
