@@ -72,3 +72,25 @@ def test_export_accepts_override_lowering_rules_and_applies_them():
     np.testing.assert_allclose(exported.call(np.ones(2, np.float32)), [3.0, 3.0])
     # Nothing leaked into ordinary JAX.
     np.testing.assert_allclose(jnp.sin(np.ones(2, np.float32)), np.sin(np.ones(2)), rtol=1e-6)
+
+
+def test_call_tf_function_list_state_is_where_call_tf_graph_looks():
+    """call_tf(..., call_tf_graph=True) appends to the peer's thread-local list while lowering
+    and refuses when it is None; our scope must be that list."""
+    import tensorflow as tf
+    from jax.experimental import jax2tf
+
+    f = lambda x: jax2tf.call_tf(lambda t: t * 2.0, call_tf_graph=True)(x)
+    x = np.ones(3, np.float32)
+    try:
+        jax.export.export(jax.jit(lambda x: f(x) + 0.0))(x)
+    except ValueError as e:
+        assert "only support exporting by jax2tf.convert" in str(e)
+    else:
+        raise AssertionError("call_tf_graph lowered without the list: the peer changed; "
+                             "revisit _jax_internals.collecting_call_tf_functions")
+    with _jax_internals.collecting_call_tf_functions() as functions:
+        jax.export.export(jax.jit(lambda x: f(x) + 1.0))(x)
+    assert len(functions) == 1 and isinstance(functions[0], tf.types.experimental.ConcreteFunction)
+    peer = __import__(_jax_internals.CALL_TF_PEER_MODULE, fromlist=["_"])
+    assert peer._thread_local_state.call_tf_concrete_function_list is None  # restored
