@@ -7,6 +7,8 @@ JAX):
   call_exported        -- run a jax.export.Exported (or its bytes) as a TF function.
   deserialize          -- Exported from serialized bytes, with a clear error when corrupt.
   check_grads_tf       -- TF tape gradients (any order) vs JAX and finite differences.
+  call_tf, PolyShape, eval_polymorphic_shape, dtype_of_val, DisabledSafetyCheck
+                       -- jax2tf's own objects, re-exported for drop-in use (docs/compat.md).
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
                           ExportedModuleError, JaxTransformationError, CustomCallNotAllowedError,
                           GradientCheckError,
@@ -27,10 +29,18 @@ _EXPORTS = {
     "ArgumentTypeError": "jax2tf_native.errors",
     "CustomCallNotAllowedError": "jax2tf_native.errors",
     "ExportedModuleError": "jax2tf_native.errors",
-    "JaxTransformationError": "jax2tf_native.errors",
     "GradientSpecError": "jax2tf_native.errors",
     "PolymorphicShapeError": "jax2tf_native.errors",
     "NonPortableLinalgError": "jax2tf_native.linalg_portable",
+    "JaxTransformationError": "jax2tf_native.errors",
+    # jax2tf's public names that a drop-in keeps (docs/compat.md): the same objects, so code
+    # written for `from jax.experimental import jax2tf` works with `import jax2tf_native as
+    # jax2tf`. call_tf's modules run under convert (inlined or call_tf_graph=True).
+    "call_tf": "jax.experimental.jax2tf",
+    "PolyShape": "jax.experimental.jax2tf",
+    "eval_polymorphic_shape": "jax.experimental.jax2tf",
+    "dtype_of_val": "jax.experimental.jax2tf",
+    "DisabledSafetyCheck": "jax.export",
 }
 
 __all__ = list(_EXPORTS)

@@ -5,6 +5,7 @@ import collections.abc
 import dataclasses
 import functools
 import operator
+import warnings
 from typing import Any, Callable, Sequence
 
 import jax
@@ -94,8 +95,9 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       stablehlo_version: the StableHLO version of the TF that will run the module (e.g.
         "1.13.7"); default the installed TF's.
       cache_size: how many exports a converted function keeps for eager calls (LRU).
-      native_serialization: accepted for jax2tf compatibility; must be True.
-      enable_xla: accepted for jax2tf compatibility; must be True.
+      native_serialization: accepted for jax2tf compatibility; any value other than True is
+        ignored with a DeprecationWarning, as jax2tf does (serialization is always native).
+      enable_xla: as `native_serialization`.
 
     Returns:
       A function taking TF tensors, `tf.Variable`s, numpy arrays or Python numbers in the same
@@ -115,10 +117,13 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
     if not callable(fun):
         raise TypeError(f"convert expects a callable JAX function, got {type(fun).__name__} "
                         f"({fun!r:.60}). Fix: pass the function itself, e.g. convert(model_fn).")
-    if native_serialization is not True or enable_xla is not True:
-        raise ValueError("jax2tf_native always uses native serialization through jax.export; "
-                         "native_serialization=False / enable_xla=False are not supported. "
-                         "Fix: drop those arguments.")
+    for name, value in (("native_serialization", native_serialization),
+                        ("enable_xla", enable_xla)):
+        if value is not True:
+            # As jax2tf (JAX 0.10) does: deprecated there, ignored, always native.
+            warnings.warn(f"convert's {name}={value!r} is ignored: jax2tf_native (like jax2tf "
+                          f"in JAX 0.10) always serializes natively through jax.export. "
+                          f"Fix: drop the argument.", DeprecationWarning, stacklevel=2)
     if platforms is not None and native_serialization_platforms is not None:
         raise ValueError("Pass either platforms= or native_serialization_platforms=, not both.")
     if disabled_checks and native_serialization_disabled_checks:

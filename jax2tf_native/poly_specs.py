@@ -39,17 +39,32 @@ class LeafSpec:
         return jax.ShapeDtypeStruct(self.shape, self.dtype)
 
 
+def _is_poly_shape(x) -> bool:
+    # jax2tf.PolyShape (deprecated in JAX, still public in jax2tf) is a tuple of dims whose
+    # str() is the equivalent shape string; matched by name so that jax2tf is not imported.
+    return isinstance(x, tuple) and type(x).__name__ == "PolyShape"
+
+
 def _is_spec_leaf(x) -> bool:
-    return x is None or isinstance(x, str)
+    return x is None or isinstance(x, str) or _is_poly_shape(x)
+
+
+def _as_spec_strings(polymorphic_shapes: Any) -> Any:
+    """Replaces jax2tf.PolyShape leaves by their shape strings."""
+    return jax.tree.map(lambda x: str(x) if _is_poly_shape(x) else x, polymorphic_shapes,
+                        is_leaf=_is_spec_leaf)
 
 
 def broadcast_specs(polymorphic_shapes: Any, args: tuple) -> list[str | None]:
     """One spec (None or string) per flat leaf of `args`, from a pytree prefix of `args`."""
     if polymorphic_shapes is None:
         return [None] * len(jax.tree_util.tree_leaves(args))
+    if _is_poly_shape(polymorphic_shapes):
+        polymorphic_shapes = str(polymorphic_shapes)
     if isinstance(polymorphic_shapes, list):
         # jax2tf users pass a list for the positional-args tuple; JAX accepts it too.
         polymorphic_shapes = tuple(polymorphic_shapes)
+    polymorphic_shapes = _as_spec_strings(polymorphic_shapes)
     bad = [x for x in jax.tree_util.tree_leaves(polymorphic_shapes, is_leaf=_is_spec_leaf)
            if not _is_spec_leaf(x)]
     if bad:

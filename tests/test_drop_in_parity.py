@@ -194,3 +194,37 @@ def test_premise_jax_vjp_primal_of_reduce_drops_the_init_value():
     f = lambda y: jax.lax.reduce(y, np.float32(3.0), jax.lax.add, (0,))
     np.testing.assert_allclose(jax.jit(f)(y), np.full(6, 7.0))
     np.testing.assert_allclose(jax.vjp(f, y)[0], np.full(6, 4.0))
+
+
+# --- jax2tf's public surface (docs/compat.md) ------------------------------------------------
+
+def test_jax2tf_public_names_are_re_exported():
+    for name in ("call_tf", "PolyShape", "eval_polymorphic_shape", "dtype_of_val"):
+        assert getattr(jax2tf_native, name) is getattr(jax2tf, name), name
+    assert jax2tf_native.DisabledSafetyCheck is jax2tf.DisabledSafetyCheck
+    spec, poly = jax2tf_native.eval_polymorphic_shape(
+        lambda a: a.T, polymorphic_shapes=["b, 3"])(X)
+    assert poly == "(3, b)" and str(spec.shape) == "(3, b)"
+
+
+@pytest.mark.filterwarnings("ignore:PolyShape is deprecated")
+def test_poly_shape_specs_as_in_jax2tf():
+    f = lambda a, c: jnp.sin(a) * c
+    x4 = np.concatenate([X, X])
+    for shapes in ([jax2tf.PolyShape("b", 3), jax2tf.PolyShape("b", ...)],
+                   jax2tf.PolyShape("b", ...)):
+        signature = jax2tf_native.input_signature([X, X], shapes)
+        assert [s.shape.as_list() for s in signature] == [[None, 3], [None, 3]]
+        f_tf = tf.function(jax2tf_native.convert(f, polymorphic_shapes=shapes),
+                           input_signature=signature, autograph=False)
+        for a in (X, x4):
+            np.testing.assert_allclose(f_tf(a, a).numpy(), f(a, a), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["enable_xla", "native_serialization"])
+def test_deprecated_serialization_flags_are_ignored_with_a_warning_as_jax2tf(name):
+    with pytest.warns(DeprecationWarning, match=f"{name}=False is ignored.*Fix: drop"):
+        f_tf = jax2tf_native.convert(jnp.sin, **{name: False})
+    with pytest.warns(DeprecationWarning):
+        peer = jax2tf.convert(jnp.sin, **{name: False})
+    np.testing.assert_allclose(f_tf(X).numpy(), peer(X).numpy(), rtol=1e-6)
