@@ -64,6 +64,7 @@ def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Seq
             outs = everything[:forward.n_outputs]
             residuals = forward.structure.residuals(xs, everything[forward.n_outputs:])
 
+        @_in_vjp_scope
         def grad(*cts):
             diff_out = node.diff_out()
             diff_cts = _cotangents(cts, outs, diff_out)
@@ -98,6 +99,14 @@ def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Seq
             for j, o in enumerate(outputs)]
 
 
+def _in_vjp_scope(grad: Callable) -> Callable:
+    """Builds the backward ops under the name scope "jax2tf_vjp/", as jax2tf names them."""
+    def scoped(*cts):
+        with tf.name_scope("jax2tf_vjp"):
+            return grad(*cts)
+    return scoped
+
+
 def _call_with_value(node: DifferentiableFunction, inputs: Sequence[tf.Tensor],
                      value: Callable[[], list], gradient_order: int | None) -> list[tf.Tensor]:
     """`node(*inputs)` whose value comes from `value()` (e.g. residuals) but whose gradient is
@@ -107,6 +116,7 @@ def _call_with_value(node: DifferentiableFunction, inputs: Sequence[tf.Tensor],
     def unit(*xs):
         outs = value()
 
+        @_in_vjp_scope
         def grad(*cts):
             diff_cts = _cotangents(cts, outs, node.diff_out())
             in_cts = call(node.vjp_function(), list(xs) + diff_cts,

@@ -228,3 +228,17 @@ def test_deprecated_serialization_flags_are_ignored_with_a_warning_as_jax2tf(nam
     with pytest.warns(DeprecationWarning):
         peer = jax2tf.convert(jnp.sin, **{name: False})
     np.testing.assert_allclose(f_tf(X).numpy(), peer(X).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("convert", [jax2tf_native.convert, jax2tf.convert],
+                         ids=["ours", "peer"])
+def test_gradient_ops_are_under_jax2tf_vjp(convert):
+    f_tf = convert(lambda a, b: jnp.sum(jnp.sin(a) * b))
+    spec = tf.TensorSpec((2, 3), tf.float32)
+    step = tf.function(lambda a, b: _tape(f_tf, a, b), autograph=False)
+    graph = step.get_concrete_function(spec, spec).graph
+    names = {op.name for op in graph.get_operations()}
+    assert {"jax2tf_arg_0", "jax2tf_out", "jax2tf_vjp/XlaCallModule"} <= names
+    y, grads = step(X, X + 1)
+    want = jax.grad(lambda a, b: jnp.sum(jnp.sin(a) * b), argnums=(0, 1))(X, X + 1)
+    assert_tree_allclose([g.numpy() for g in grads], list(want), rtol=1e-6)
