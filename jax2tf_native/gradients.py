@@ -62,7 +62,15 @@ def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Seq
         else:
             everything = tf_runner.call_flat(forward.prepared, xs, asserts)
             outs = everything[:forward.n_outputs]
-            residuals = forward.structure.residuals(xs, everything[forward.n_outputs:])
+            computed = everything[forward.n_outputs:]
+            if not tf.executing_eagerly():
+                # A graph's backward captures the residuals. Under a persistent tape (or any
+                # higher-order tape) TF also differentiates what the backward captures; the
+                # exact higher orders never go through residuals (see _call_with_value), and
+                # in a reloaded SavedModel the forward op has no gradient left: "No gradient
+                # defined for operation 'XlaCallModule'". Cut that path explicitly.
+                computed = [tf.stop_gradient(r) for r in computed]
+            residuals = forward.structure.residuals(xs, computed)
 
         @_in_vjp_scope
         def grad(*cts):

@@ -242,3 +242,32 @@ def test_gradient_ops_are_under_jax2tf_vjp(convert):
     y, grads = step(X, X + 1)
     want = jax.grad(lambda a, b: jnp.sum(jnp.sin(a) * b), argnums=(0, 1))(X, X + 1)
     assert_tree_allclose([g.numpy() for g in grads], list(want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("gradient_mode", ["residuals", "recompute"])
+def test_reloaded_saved_model_persistent_tape_zero_with_integer_variable(tmp_path,
+                                                                         gradient_mode):
+    """The issue's case as call_tf's backward meets it: a reloaded SavedModel differentiated
+    in tf.function with a persistent tape and unconnected_gradients=ZERO, an integer Variable
+    among the arguments. The residual forward's outputs once had no gradient left there."""
+    f = lambda w, n: jnp.sum(jnp.tanh(w) * n.astype(jnp.float32))
+    module = tf.Module()
+    module.n = tf.Variable(np.array([2, 3, 4], np.int32))
+    f_tf = jax2tf_native.convert(f, gradient_mode=gradient_mode)
+    module.f = tf.function(lambda w: f_tf(w, module.n), autograph=False,
+                           input_signature=[tf.TensorSpec((3,), tf.float32)])
+    tf.saved_model.save(module, str(tmp_path))
+    restored = tf.saved_model.load(str(tmp_path))
+    w = tf.Variable(np.array([0.1, -0.4, 0.7], np.float32))
+
+    @tf.function(autograph=False)
+    def grads():
+        with tf.GradientTape(persistent=True) as tape:
+            y = restored.f(w)
+        return tape.gradient(y, [w, restored.n],
+                             unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+    gw, gn = grads()
+    np.testing.assert_allclose(gw.numpy(), jax.grad(f)(w.numpy(), np.array([2, 3, 4])),
+                               rtol=1e-6)
+    assert gn.numpy().tolist() == [0, 0, 0]

@@ -36,8 +36,9 @@ ARTIFACT_NAMES = [a.name for a in ARTIFACTS]
 NO_ARTIFACT_POSSIBLE = {
     "SPMDFullToShardShape": "needs a multi-device mesh; our call path runs single-device modules",
     "SPMDShardToFullShape": "needs a multi-device mesh; our call path runs single-device modules",
-    "tf.call_tf_function": "written by jax2tf.call_tf, which needs a TF function_list; our "
-                           "exports never contain it",
+    "tf.call_tf_function": "written by jax2tf.call_tf(call_tf_graph=True); it calls a TF "
+                           "function that lives in the process, not in a serialized artifact "
+                           "(run through convert: tests/test_call_tf.py)",
 }
 
 
