@@ -159,3 +159,14 @@ def test_saved_model_reloaded_into_jax_and_converted_again(tmp_path):
                        autograph=False)(X)
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
     np.testing.assert_allclose(g.numpy(), want_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_ordered_call_tf_graph_runs():
+    """call_tf(..., ordered=True) needs call_tf_graph=True (jax2tf's own rule); its module
+    threads an ordered-effect token, which the op runs as well."""
+    f = lambda x: jnp.sin(jax2tf.call_tf(lambda t: t * 2.0, ordered=True,
+                                         call_tf_graph=True)(x))
+    want = np.sin(X * 2.0)
+    f_tf = jax2tf_native.convert(f)
+    np.testing.assert_allclose(f_tf(X).numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(tf.function(f_tf, autograph=False)(X).numpy(), want, rtol=1e-6)
