@@ -103,11 +103,13 @@ def test_call_tf_through_saved_model_tools_save(tmp_path):
                                jax.grad(model)(params, X)["w"], rtol=1e-5, atol=1e-6)
 
 
-def test_tf_jax_tf_jax_nested_with_gradients():
+@pytest.mark.parametrize("call_tf_graph", [False, True])
+def test_tf_jax_tf_jax_nested_with_gradients(call_tf_graph):
     """TF -> JAX -> TF -> JAX: a converted function calls TF that calls a converted function."""
     inner_jax = lambda x: jnp.tanh(x) * 3.0
     inner_tf = jax2tf_native.convert(inner_jax)
-    middle_jax = lambda x: jnp.sum(jnp.exp(jax2tf.call_tf(inner_tf)(x * 0.5)))
+    middle_jax = lambda x: jnp.sum(jnp.exp(
+        jax2tf.call_tf(inner_tf, call_tf_graph=call_tf_graph)(x * 0.5)))
     reference = lambda x: jnp.sum(jnp.exp(inner_jax(x * 0.5)))
     want, want_grad = jax.value_and_grad(reference)(X)
     got, got_grad = jax.value_and_grad(middle_jax)(X)    # JAX -> TF -> JAX, for the record
