@@ -11,7 +11,7 @@ import jax
 import tensorflow as tf
 
 from jax2tf_native import (differentiable, errors, export_cache, exporting, gradients,
-                           poly_specs, tf_args, tf_runner, vjp_functions)
+                           poly_specs, shardings, tf_args, tf_runner, vjp_functions)
 from jax2tf_native.differentiable import DifferentiableFunction
 from tf_ops import platforms as tf_platforms
 
@@ -281,8 +281,10 @@ class _Converted:
                 self._fun, treedef, [s.struct for s in specs], name,
                 gradient_inputs=_gradient_leaves(options.gradient_argnums, args, specs),
                 gradient_outputs=options.gradient_outputs)
-            node = DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
-                                          options.constraints, options.residual_policy)
+            node = DifferentiableFunction(
+                flat, specs, options.export, options.gradient_mode, options.constraints,
+                options.residual_policy,
+                shardings=shardings.declared(self._fun, treedef, [s.struct for s in specs]))
             # Export now, so that errors surface at this call and the cache holds a ready module.
             if not (options.with_gradient and options.gradient_mode == "residuals"
                     and node.forward() is not None):
