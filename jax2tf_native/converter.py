@@ -277,14 +277,15 @@ class _Converted:
 
         def build() -> DifferentiableFunction:
             name = getattr(self._fun, "__name__", "fun")
+            declared = shardings.declared(self._fun, treedef, [s.struct for s in specs])
             flat = vjp_functions.flatten_user_function(
-                self._fun, treedef, [s.struct for s in specs], name,
+                shardings.body(self._fun, declared), treedef, [s.struct for s in specs], name,
                 gradient_inputs=_gradient_leaves(options.gradient_argnums, args, specs),
                 gradient_outputs=options.gradient_outputs)
             node = DifferentiableFunction(
                 flat, specs, options.export, options.gradient_mode, options.constraints,
                 options.residual_policy,
-                shardings=shardings.declared(self._fun, treedef, [s.struct for s in specs]))
+                shardings=declared)
             # Export now, so that errors surface at this call and the cache holds a ready module.
             if not (options.with_gradient and options.gradient_mode == "residuals"
                     and node.forward() is not None):

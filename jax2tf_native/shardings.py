@@ -63,6 +63,19 @@ def declared(fun: Callable, in_tree, in_structs: Sequence[Any]) -> FunctionShard
     return FunctionShardings(ins, outs)
 
 
+def body(fun: Callable, declared_shardings: FunctionShardings | None) -> Callable:
+    """The function to export inside our flat jit: the jitted function's own body when its
+    shardings are declared there (repeated on the outer jit), else `fun` itself.
+
+    A nested jit would turn the declared shardings into constraints inside a private function,
+    where TF's shape refinement leaves polymorphic dimensions dynamic, and JAX's own lowering of
+    the function has them on its parameters and results instead.
+    """
+    if declared_shardings is None:
+        return fun
+    return getattr(fun, "__wrapped__", fun)
+
+
 def exported_hlo_shardings(exported: jax.export.Exported) -> tuple[tuple, tuple]:
     """(inputs, outputs): the `HloSharding` (or None) of each flat input and output.
 

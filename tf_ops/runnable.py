@@ -15,27 +15,29 @@ comes when the op would run here, naming both sides and the fix.
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
-
-from jax.extend.mlir import ir
 
 from tf_ops import platforms as tf_platforms
 
+# Imports no JAX: saved_model_tools.inspect uses it on serving hosts without JAX.
+
 # Ops that only mean something when the module is partitioned over several devices.
-_MULTI_DEVICE_OPS = frozenset({
+MULTI_DEVICE_OPS = frozenset({
     "sdy.manual_computation", "stablehlo.all_reduce", "stablehlo.all_gather",
     "stablehlo.all_to_all", "stablehlo.collective_permute", "stablehlo.collective_broadcast",
     "stablehlo.reduce_scatter", "stablehlo.partition_id", "stablehlo.replica_id",
 })
 # Custom calls of shard_map (Shardy off, and Shardy's export form).
-_MULTI_DEVICE_CUSTOM_CALLS = frozenset({
+MULTI_DEVICE_CUSTOM_CALLS = frozenset({
     "SPMDFullToShardShape", "SPMDShardToFullShape",
     "xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape",
 })
 
 
-def multi_device_ops(module: ir.Module) -> tuple[str, ...]:
-    """Names of the ops in `module` that need a partitioned multi-device run (sorted, unique)."""
+def multi_device_ops(module) -> tuple[str, ...]:
+    """Names of the ops in `module` (an MLIR `ir.Module`) that need a partitioned multi-device
+    run (sorted, unique)."""
     found = set()
 
     def walk(op: ir.Operation) -> None:
@@ -43,15 +45,22 @@ def multi_device_ops(module: ir.Module) -> tuple[str, ...]:
             for block in region.blocks:
                 for child in block.operations:
                     name = child.operation.name
-                    if name in _MULTI_DEVICE_OPS:
+                    if name in MULTI_DEVICE_OPS:
                         found.add(name)
                     elif name == "stablehlo.custom_call":
-                        target = ir.StringAttr(child.operation.attributes["call_target_name"])
-                        if target.value in _MULTI_DEVICE_CUSTOM_CALLS:
-                            found.add(f"custom_call @{target.value}")
+                        target = str(child.operation.attributes["call_target_name"]).strip('"')
+                        if target in MULTI_DEVICE_CUSTOM_CALLS:
+                            found.add(f"custom_call @{target}")
                     walk(child.operation)
 
     walk(module.operation)
+    return tuple(sorted(found))
+
+
+def multi_device_ops_in_text(text: str, custom_call_targets: Sequence[str]) -> tuple[str, ...]:
+    """As `multi_device_ops`, from a module's MLIR text and its custom-call targets."""
+    found = {name for name in MULTI_DEVICE_OPS if re.search(rf"\b{re.escape(name)}\b", text)}
+    found |= {f"custom_call @{t}" for t in custom_call_targets if t in MULTI_DEVICE_CUSTOM_CALLS}
     return tuple(sorted(found))
 
 

@@ -1,0 +1,321 @@
+"""Checks of sharded (multi-device) conversions, run by tests/test_sharded.py in a subprocess.
+
+The subprocess has 2 CPU devices for JAX (XLA_FLAGS set before JAX is imported), which the main
+pytest process must not have. Each check asserts against JAX's own outputs and lowering; the
+results go to a JSON file: {"<check>[shardy=on|off]": "ok" | "<traceback>"}.
+
+Usage: python sharded_checks.py RESULT_JSON SAVE_DIR
+"""
+import os
+import sys
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import collections  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+
+import jax2tf_native  # noqa: E402
+import saved_model_tools  # noqa: E402
+from jax2tf_native import errors  # noqa: E402
+
+assert len(jax.devices()) == 2, jax.devices()
+MESH = jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+ROW = NamedSharding(MESH, P("x", None))
+COL = NamedSharding(MESH, P(None, "x"))
+X = (np.arange(8 * 4, dtype=np.float32).reshape(8, 4) - 10) / 10
+W = np.linspace(-1, 1, 4 * 6, dtype=np.float32).reshape(4, 6)
+
+
+def model_body(x, w):
+    return jnp.tanh(jnp.sin(x) @ w) * 2
+
+
+def model(x, w):
+    return jax.lax.with_sharding_constraint(model_body(x, w), ROW) + 1
+
+
+# ---- reading shardings out of HLO text (TF's and JAX's) ----
+
+def _sharding_at(line: str) -> str | None:
+    """The `sharding={...}` value on an HLO line (braces matched), None without one."""
+    start = line.find("sharding={")
+    if start < 0:
+        return None
+    i, depth = start + len("sharding="), 0
+    for j in range(i, len(line)):
+        depth += {"{": 1, "}": -1}.get(line[j], 0)
+        if depth == 0:
+            return line[i:j + 1]
+    raise AssertionError(f"unbalanced sharding in {line}")
+
+
+def _entry_lines(hlo: str) -> list[str]:
+    entry = hlo[hlo.index("\nENTRY "):]
+    return entry[:entry.index("\n}")].splitlines()
+
+
+def jax_shardings(hlo: str) -> dict:
+    """Per parameter, the result, and the user constraints of JAX's lowering."""
+    entry = _entry_lines(hlo)
+    params = {}
+    for line in entry:
+        m = re.search(r"parameter\((\d+)\)", line)
+        if m:
+            params[int(m.group(1))] = _sharding_at(line)
+    root = [_sharding_at(line) for line in entry if line.strip().startswith("ROOT")][0]
+    return {"inputs": [params[i] for i in sorted(params)], "output": root,
+            "constraints": constraints(hlo)}
+
+
+def constraints(hlo: str) -> list[str]:
+    """Shardings of `with_sharding_constraint` ops (named for it in both lowerings)."""
+    return sorted(_sharding_at(line) for line in hlo.splitlines()
+                  if re.match(r"\s*(ROOT )?%?sharding_constraint[.\d]* = ", line)
+                  and 'custom_call_target="Sharding"' in line)
+
+
+def tf_shardings(hlo: str) -> dict:
+    """The XlaSharding ops TF put around the XlaCallModule, and the constraints inside."""
+    entry = _entry_lines(hlo)
+    call = next(i for i, line in enumerate(entry) if 'op_type="XlaCallModule"' in line)
+    marked = [(i, _sharding_at(line)) for i, line in enumerate(entry)
+              if 'op_type="XlaSharding"' in line]
+    return {"inputs": [s for i, s in marked if i < call],
+            "outputs": [s for i, s in marked if i > call],
+            "constraints": constraints(hlo)}
+
+
+_IOTA = re.compile(r"devices=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
+
+
+def explicit_devices(hlo: str) -> str:
+    """HLO text with iota tile assignments (`devices=[2,1]<=[2]`) written out as device lists
+    (`devices=[2,1]0,1`): TF prints shardings without Shardy in the explicit form."""
+    def explicit(m):
+        dims = [int(d) for d in m.group(1).split(",")]
+        reshape = [int(d) for d in m.group(2).split(",")]
+        ids = np.arange(int(np.prod(reshape))).reshape(reshape)
+        if m.group(3):
+            ids = ids.transpose([int(d) for d in m.group(3).split(",")])
+        return f"devices=[{m.group(1)}]" + ",".join(map(str, ids.flat))
+    return _IOTA.sub(explicit, hlo)
+
+
+def tf_hlo(f_tf, *args) -> str:
+    return explicit_devices(tf.function(f_tf, autograph=False, jit_compile=True)
+                            .experimental_get_compiler_ir(*args)(stage="hlo",
+                                                                 platform_name="CPU"))
+
+
+def jax_hlo(jitted, *args) -> str:
+    return explicit_devices(jitted.lower(*args).compiler_ir("hlo").as_hlo_text())
+
+
+def run_everywhere(f_tf, args, want, rtol=1e-5):
+    """Eager, tf.function, and tf.function(jit_compile=True) all equal JAX's `want`."""
+    np.testing.assert_allclose(f_tf(*args).numpy(), want, rtol=rtol, atol=1e-6)
+    for jit_compile in (False, True):
+        g = tf.function(f_tf, autograph=False, jit_compile=jit_compile)
+        np.testing.assert_allclose(g(*args).numpy(), want, rtol=rtol, atol=1e-6)
+
+
+def tape_gradients(f_tf, args, jit_compile: bool | None):
+    """TF tape gradients of sum(f(*args)**2) w.r.t. every argument (eager when None)."""
+    def grads(*values):
+        variables = [tf.Variable(v) for v in values] if jit_compile is None else list(values)
+        with tf.GradientTape() as tape:
+            tape.watch(variables)
+            loss = tf.reduce_sum(f_tf(*variables) ** 2)
+        return tape.gradient(loss, variables)
+    if jit_compile is None:
+        return [g.numpy() for g in grads(*args)]
+    fn = tf.function(grads, autograph=False, jit_compile=jit_compile)
+    return [g.numpy() for g in fn(*[tf.constant(a) for a in args])]
+
+
+# ---- the checks ----
+
+def check_jit_in_out_shardings():
+    """PartitionSpec, None (unspecified) and omitted in/out shardings: values and HLO."""
+    variants = {
+        "spec_and_none": jax.jit(model, in_shardings=(ROW, None), out_shardings=COL),
+        "out_omitted": jax.jit(model, in_shardings=(ROW, NamedSharding(MESH, P()))),
+        "in_omitted": jax.jit(model, out_shardings=COL),
+    }
+    for name, jitted in variants.items():
+        want = np.asarray(jitted(X, W))
+        f_tf = jax2tf_native.convert(jitted, with_gradient=False)
+        run_everywhere(f_tf, (X, W), want)
+        jax_side, tf_side = jax_shardings(jax_hlo(jitted, X, W)), tf_shardings(tf_hlo(f_tf, X, W))
+        assert tf_side["inputs"] == [s for s in jax_side["inputs"] if s], (name, tf_side, jax_side)
+        assert tf_side["outputs"] == ([jax_side["output"]] if jax_side["output"] else []), (
+            name, tf_side, jax_side)
+        assert tf_side["constraints"] == jax_side["constraints"] != [], (name, tf_side, jax_side)
+    assert tf_shardings(tf_hlo(jax2tf_native.convert(variants["spec_and_none"],
+                                                     with_gradient=False), X, W))["inputs"], \
+        "the declared input sharding must be marked"
+
+
+def check_constraints_and_nested_jits():
+    """Constraints in a plain function and in nested jits: same constraints as JAX's lowering."""
+    inner = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 3, COL),
+                    in_shardings=ROW, out_shardings=COL)
+
+    def nested(x, w):
+        return inner(model(x, w)) + 1
+
+    for fun in (model, nested):
+        jitted = jax.jit(fun)
+        want = np.asarray(jitted(X, W))
+        f_tf = jax2tf_native.convert(fun, with_gradient=False)
+        run_everywhere(f_tf, (X, W), want)
+        jax_side = jax_shardings(jax_hlo(jitted, X, W))
+        tf_side = tf_shardings(tf_hlo(f_tf, X, W))
+        assert tf_side["constraints"] == jax_side["constraints"] != [], (tf_side, jax_side)
+        assert tf_side["inputs"] == tf_side["outputs"] == [], tf_side  # none declared
+
+
+def check_gradients_of_sharded_function():
+    """Residual and recompute modes, eager and tf.function(+jit_compile): equal jax.grad; the
+    cotangents TF returns carry the inputs' declared shardings, as in JAX's lowering of the VJP."""
+    jitted = jax.jit(model, in_shardings=(ROW, None), out_shardings=COL)
+    want = jax.grad(lambda x, w: jnp.sum(jitted(x, w) ** 2), argnums=(0, 1))(X, W)
+    for mode in ("residuals", "recompute"):
+        f_tf = jax2tf_native.convert(jitted, gradient_mode=mode)
+        for jit_compile in (None, False, True):
+            got = tape_gradients(f_tf, (X, W), jit_compile)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        # JAX's lowering of the VJP gives the cotangent of x the sharding of x.
+        vjp_hlo = jax_hlo(jax.jit(lambda x, w, ct: jax.vjp(jitted, x, w)[1](ct)), X, W,
+                          np.ones((8, 6), np.float32))
+        x_sharding = jax_shardings(jax_hlo(jitted, X, W))["inputs"][0]
+        assert x_sharding in vjp_hlo, (x_sharding, vjp_hlo)
+        grad_hlo = tf_hlo(lambda x, w: tape_gradients_graph(f_tf, x, w), X, W)
+        marked = [_sharding_at(line) for line in _entry_lines(grad_hlo)
+                  if 'op_type="XlaSharding"' in line]
+        assert marked.count(x_sharding) >= 2, (mode, marked)  # x in, and its cotangent out
+
+
+def tape_gradients_graph(f_tf, x, w):
+    with tf.GradientTape() as tape:
+        tape.watch([x, w])
+        loss = tf.reduce_sum(f_tf(x, w) ** 2)
+    return tape.gradient(loss, [x, w])
+
+
+def check_polymorphic_batch():
+    jitted = jax.jit(model, in_shardings=(ROW, None), out_shardings=COL)
+    # The sharded dimension must divide by the mesh axis for any batch, as in jax.export.
+    f_tf = jax2tf_native.convert(jitted, polymorphic_shapes=["(2*b, 4)", None])
+    signature = [tf.TensorSpec([None, 4], tf.float32), tf.TensorSpec([4, 6], tf.float32)]
+    g = tf.function(f_tf, autograph=False, input_signature=signature)
+    for batch in (2, 6, 8):
+        x = X[:batch]
+        np.testing.assert_allclose(g(x, W).numpy(), np.asarray(jitted(x, W)), rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(f_tf(x, W).numpy(), np.asarray(jitted(x, W)), rtol=1e-5,
+                                   atol=1e-6)
+    grads = tape_gradients(f_tf, (X[:6], W), None)
+    want = jax.grad(lambda x, w: jnp.sum(jitted(x, w) ** 2), argnums=(0, 1))(X[:6], W)
+    for got, w in zip(grads, want):
+        np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5)
+
+
+def check_shard_map_converts_but_runs_only_on_its_devices():
+    """shard_map with a psum: traces, saves; running it on this 1-device TF says why and how."""
+    def body(x):
+        return jax.lax.psum(jnp.sin(x), "x")
+    jitted = jax.jit(jax.shard_map(body, mesh=MESH, in_specs=P("x"), out_specs=P()))
+    x = np.arange(8, dtype=np.float32)
+    f_tf = jax2tf_native.convert(jitted)
+    g = tf.function(f_tf, autograph=False)
+    concrete = g.get_concrete_function(tf.TensorSpec([8], tf.float32))
+    assert [o.shape.as_list() for o in concrete.outputs] == [list(jitted(x).shape)]
+    for call in (lambda: f_tf(x), lambda: g(x)):
+        try:
+            call()
+        except (errors.ModuleNotRunnableHereError, tf.errors.InvalidArgumentError) as e:
+            text = str(e).replace("\\'", "'")
+            assert "exported for 2 devices" in text and "only a CPU device" in text, text
+            assert "Fix: run it under a TPU/GPU tf.distribute strategy" in text, text
+            assert "No registered implementation" not in text, text  # not XLA's raw error
+        else:
+            raise AssertionError("a shard_map module ran on one device")
+
+
+def check_single_device_mesh_runs():
+    mesh1 = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Auto,),
+                          devices=jax.devices()[:1])
+    def model1(x, w):
+        return jax.lax.with_sharding_constraint(model_body(x, w), NamedSharding(mesh1, P("x")))
+
+    jitted = jax.jit(model1, in_shardings=(NamedSharding(mesh1, P("x", None)), None))
+    assert jax.export.export(jitted)(X, W).nr_devices == 1  # the premise: a 1-device mesh
+    want = np.asarray(jitted(X, W))
+    run_everywhere(jax2tf_native.convert(jitted), (X, W), want)
+    got = tape_gradients(jax2tf_native.convert(jitted), (X, W), False)
+    want_grads = jax.grad(lambda x, w: jnp.sum(jitted(x, w) ** 2), argnums=(0, 1))(X, W)
+    for g, w in zip(got, want_grads):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def check_tpu_module_builds_saves_and_fails_only_when_run(save_dir: Path):
+    jitted = jax.jit(model, in_shardings=(ROW, None), out_shardings=COL)
+    f_tf = jax2tf_native.convert(jitted, platforms=("tpu",))
+    g = tf.function(f_tf, autograph=False)
+    g.get_concrete_function(tf.TensorSpec([8, 4], tf.float32), tf.TensorSpec([4, 6], tf.float32))
+    module = tf.Module()
+    module.f = g
+    tf.saved_model.save(module, str(save_dir / "tf_saved"))
+    for call in (lambda: f_tf(X, W), lambda: g(X, W),
+                 lambda: tf.saved_model.load(str(save_dir / "tf_saved")).f(X, W)):
+        try:
+            call()
+        except (errors.ModuleNotRunnableHereError, tf.errors.InvalidArgumentError) as e:
+            text = str(e).replace("\\'", "'")  # TF's Assert prints the message escaped
+            assert "exported for platforms ('tpu',)" in text and "only a CPU device" in text, text
+            assert "platforms=('cpu', 'tpu')" in text, text
+        else:
+            raise AssertionError("a TPU-only module ran on CPU")
+
+
+CHECKS = [check_jit_in_out_shardings, check_constraints_and_nested_jits,
+          check_gradients_of_sharded_function, check_polymorphic_batch,
+          check_shard_map_converts_but_runs_only_on_its_devices, check_single_device_mesh_runs]
+
+
+def main(result_file: str, save_dir: str) -> None:
+    results = collections.OrderedDict()
+    for shardy in (True, False):
+        jax.config.update("jax_use_shardy_partitioner", shardy)
+        tag = f"[shardy={'on' if shardy else 'off'}]"
+        for check in CHECKS:
+            try:
+                check()
+                results[check.__name__ + tag] = "ok"
+            except Exception:
+                results[check.__name__ + tag] = traceback.format_exc()
+        try:
+            out = Path(save_dir) / tag.strip("[]").replace("=", "_")
+            out.mkdir(parents=True, exist_ok=True)
+            check_tpu_module_builds_saves_and_fails_only_when_run(out)
+            results["check_tpu_module_builds_saves_and_fails_only_when_run" + tag] = "ok"
+        except Exception:
+            results["check_tpu_module_builds_saves_and_fails_only_when_run" + tag] = (
+                traceback.format_exc())
+    Path(result_file).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
