@@ -43,7 +43,7 @@ class TfModule:
       multi_device_ops: ops that need a partitioned multi-device run (`runnable`).
       in_shardings: JAX `HloSharding` (or None: unspecified) of every flat input.
       out_shardings: JAX `HloSharding` (or None) of every flat output.
-      use_shardy: whether JAX lowered with Shardy (`use_shardy_partitioner` attr).
+      use_shardy: whether the module holds Shardy ops (`use_shardy_partitioner` attr).
       problem_here: why TF on this host cannot run the module, with the fix; None if it can.
     """
     module: bytes
@@ -112,11 +112,15 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     allowlist_check = functools.partial(custom_call_check.check_custom_calls,
                                         platforms=exported.platforms,
                                         disabled_checks=exported.disabled_safety_checks)
-    multi_device = []
+    multi_device, shardy = [], []
+
+    def record(module) -> None:
+        multi_device.extend(runnable.multi_device_ops(module))
+        shardy.append(module_for_tf.uses_shardy(module))
+
     module = module_for_tf.module_bytes_for_tf(
         exported.mlir_module_serialized, stablehlo_version=target,
-        checks=(allowlist_check, lambda m: multi_device.extend(runnable.multi_device_ops(m)),
-                *checks))
+        checks=(allowlist_check, record, *checks))
     n_in, n_out = len(exported.in_avals), len(exported.out_avals)
     return TfModule(
         module=module,
@@ -133,8 +137,8 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         multi_device_ops=tuple(multi_device),
         in_shardings=tuple(in_shardings) if in_shardings is not None else (None,) * n_in,
         out_shardings=tuple(out_shardings) if out_shardings is not None else (None,) * n_out,
-        # The module was lowered with the current setting; TF must partition it the same way.
-        use_shardy=bool(jax.config.jax_use_shardy_partitioner),
+        # As the module was lowered (its ops say so, whatever JAX's setting is now).
+        use_shardy=shardy[0],
         problem_here=runnable.problem_here(exported.fun_name, exported.platforms,
                                            exported.nr_devices, tuple(multi_device),
                                            _PLATFORM_CHECK in disabled),
