@@ -91,4 +91,4 @@ def test_named_sharding_to_hlo_matches_the_export_record():
     hlo = _jax_internals.named_sharding_to_hlo(spec, 2)
     # On a 1-device mesh every spec is replicated; the multi-device forms are compared with
     # JAX's lowering in tests/test_sharded.py.
-    assert str(hlo) == "{replicated}" and hlo.to_proto().type == hlo.to_proto().REPLICATED
+    assert str(hlo) == "{replicated}" and hlo.is_replicated()
