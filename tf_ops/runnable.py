@@ -22,6 +22,10 @@ from tf_ops import platforms as tf_platforms
 
 # Imports no JAX: saved_model_tools.inspect uses it on serving hosts without JAX.
 
+# `str(jax.export.DisabledSafetyCheck.platform())`, the `disabled_checks` entry that lets a
+# module run on any platform (tests/tf_ops pin the equality).
+PLATFORM_CHECK = "platform"
+
 # Ops that only mean something when the module is partitioned over several devices.
 MULTI_DEVICE_OPS = frozenset({
     "sdy.manual_computation", "stablehlo.all_reduce", "stablehlo.all_gather",
