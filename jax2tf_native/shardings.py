@@ -57,8 +57,14 @@ def declared(fun: Callable, in_tree, in_structs: Sequence[Any]) -> FunctionShard
     if not hasattr(fun, "trace"):
         return None
     args, kwargs = jax.tree_util.tree_unflatten(in_tree, list(in_structs))
-    ins, outs = _jax_internals.jit_declared_shardings(fun.trace(*args, **kwargs))
-    if all(s is None for s in ins + outs):
+    traced = fun.trace(*args, **kwargs)
+    if not isinstance(traced, jax.stages.Traced):
+        # Another library's jit (e.g. flax.nnx.jit) restructures the arguments, so its
+        # shardings do not line up with our leaves: it is exported as called, and its
+        # shardings stay inside the module as constraints.
+        return None
+    ins, outs = _jax_internals.jit_declared_shardings(traced)
+    if len(ins) != len(in_structs) or all(s is None for s in ins + outs):
         return None
     return FunctionShardings(ins, outs)
 

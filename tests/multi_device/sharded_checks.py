@@ -2,7 +2,7 @@
 
 The subprocess has 2 CPU devices for JAX (XLA_FLAGS set before JAX is imported), which the main
 pytest process must not have. Each check asserts against JAX's own outputs and lowering; the
-results go to a JSON file: {"<check>[shardy=on|off]": "ok" | "<traceback>"}.
+results go to a JSON file: {"<check>[shardy=on|off]": "ok" | "skipped: <why>" | "<traceback>"}.
 
 Usage: python sharded_checks.py RESULT_JSON SAVE_DIR
 """
@@ -290,6 +290,127 @@ def check_tpu_module_builds_saves_and_fails_only_when_run(save_dir: Path):
             raise AssertionError("a TPU-only module ran on CPU")
 
 
+def apply_params(params, x):
+    """A model taking a params pytree, as saved_model_tools.save calls it."""
+    y = jnp.tanh(x @ params["w"])
+    return jax.lax.with_sharding_constraint(y, ROW) + params["b"]
+
+
+PARAMS = {"w": W, "b": np.linspace(0, 1, 6, dtype=np.float32)}
+PARAM_SHARDINGS = {"w": COL, "b": NamedSharding(MESH, P())}
+
+
+def serving_module(directory):
+    from saved_model_tools import inspect as inspect_lib
+    report = inspect_lib.inspect_saved_model(directory)
+    served = [m for m in report.modules if "serving_default" in m.signatures and m.devices > 1]
+    assert len(served) == 1, report.format()
+    return report, served[0]
+
+
+def check_saved_model_keeps_shardings(save_dir: Path):
+    """save (sharded jit, polymorphic batch): inspect shows 2 devices and JAX's shardings per
+    input and output; verify runs it here (annotations only) and matches JAX."""
+    from saved_model_tools import verify as verify_lib
+    jitted = jax.jit(apply_params, in_shardings=(PARAM_SHARDINGS, ROW), out_shardings=COL)
+    saved_model_tools.save(save_dir / "cpu", jitted, PARAMS, [X],
+                           polymorphic_shapes=["(2*b, 4)"], input_names=["x"])
+    _, module = serving_module(save_dir / "cpu")
+    want = jax_shardings(jax_hlo(jitted, PARAMS, X))
+    assert list(module.input_shardings) == want["inputs"], (module, want)
+    assert list(module.output_shardings) == [want["output"]], (module, want)
+    assert module.devices == 2 and module.not_runnable_here is None, module
+    report = verify_lib.verify(save_dir / "cpu")
+    assert report.status == "passed" and report.checks, report.format()
+
+
+def check_saved_model_for_tpu_saves_and_verify_says_it_cannot_run_here(save_dir: Path):
+    from saved_model_tools import verify as verify_lib
+    jitted = jax.jit(apply_params, in_shardings=(PARAM_SHARDINGS, ROW), out_shardings=COL)
+    saved_model_tools.save(save_dir / "tpu", jitted, PARAMS, [X], platforms=("tpu",),
+                           polymorphic_shapes=["(2*b, 4)"], input_names=["x"])
+    report, module = serving_module(save_dir / "tpu")
+    assert module.platforms == ("TPU",) and "only a CPU device" in module.not_runnable_here
+    assert "devices: 2" in report.format() and "in  [3] sharding" in report.format()
+    result = verify_lib.verify(save_dir / "tpu")
+    assert result.status == "not-runnable-here", result.format()
+    assert result.exit_code == verify_lib.EXIT_NOT_RUNNABLE_HERE
+    assert {c.output for c in result.checks} == {"in x", "out output_0"}, result.format()
+    assert all(c.passed for c in result.checks), result.format()
+    text = result.format()
+    assert "NOT RUNNABLE ON THIS HOST" in text and "platforms=('cpu', 'tpu')" in text, text
+
+
+def check_save_exported_keeps_shardings(save_dir: Path):
+    from saved_model_tools import verify as verify_lib
+    jitted = jax.jit(apply_params, in_shardings=(PARAM_SHARDINGS, ROW), out_shardings=COL)
+    b, = jax.export.symbolic_shape("b")
+    exported = jax.export.export(jitted)(PARAMS, jax.ShapeDtypeStruct((2 * b, 4), np.float32))
+    saved_model_tools.save_exported(save_dir / "exported", exported.serialize(vjp_order=1),
+                                    params=PARAMS, example_args=[X])
+    _, module = serving_module(save_dir / "exported")
+    want = jax_shardings(jax_hlo(jitted, PARAMS, X))
+    assert list(module.input_shardings) == want["inputs"], (module, want)
+    assert list(module.output_shardings) == [want["output"]], (module, want)
+    report = verify_lib.verify(save_dir / "exported")
+    assert report.status == "passed", report.format()
+
+
+def check_flax_nnx_model(save_dir: Path):
+    """A Flax NNX model with nnx.with_partitioning, created sharded under nnx.jit: converts,
+    runs as JAX does, and saves with the shardings JAX lowers for it (the README recipe)."""
+    try:
+        from flax import nnx
+    except ImportError:
+        return "skipped: flax is not installed (pip install -e '.[frameworks]')"
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs):
+            init = nnx.initializers.lecun_normal()
+            self.l1 = nnx.Linear(4, 8, kernel_init=nnx.with_partitioning(init, (None, "x")),
+                                 rngs=rngs)
+            self.l2 = nnx.Linear(8, 3, kernel_init=nnx.with_partitioning(init, ("x", None)),
+                                 rngs=rngs)
+
+        def __call__(self, x):
+            return self.l2(nnx.relu(self.l1(x)))
+
+    @nnx.jit
+    def create():
+        model = MLP(nnx.Rngs(0))
+        state = nnx.state(model)
+        nnx.update(model, jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state)))
+        return model
+
+    with jax.set_mesh(MESH):
+        model = create()
+    graphdef, state = nnx.split(model)
+    params = nnx.to_pure_dict(state)
+    shardings = jax.tree.map(lambda a: a.sharding, params)
+    assert shardings["l1"]["kernel"].spec == P(None, "x"), shardings
+
+    def apply(params, x):
+        merged = nnx.merge(graphdef, state)
+        new_state = nnx.state(merged)
+        nnx.replace_by_pure_dict(new_state, params)
+        return nnx.merge(graphdef, new_state)(x)
+
+    jitted = jax.jit(apply, in_shardings=(shardings, ROW))
+    want = np.asarray(jitted(params, X))
+    f_tf = jax2tf_native.convert(jitted)
+    run_everywhere(f_tf, (params, X), want)
+    jax_side = jax_shardings(jax_hlo(jitted, params, X))
+    tf_side = tf_shardings(tf_hlo(jax2tf_native.convert(jitted, with_gradient=False), params, X))
+    assert tf_side["inputs"] == [s for s in jax_side["inputs"] if s], (tf_side, jax_side)
+    # nnx.jit itself converts too (its shardings stay inside the module).
+    np.testing.assert_allclose(jax2tf_native.convert(nnx.jit(apply))(params, X).numpy(), want,
+                               rtol=1e-5, atol=1e-6)
+    saved_model_tools.save(save_dir / "nnx", jitted, params, [X],
+                           polymorphic_shapes=["(2*b, 4)"], input_names=["x"])
+    _, module = serving_module(save_dir / "nnx")
+    assert list(module.input_shardings) == [s for s in jax_side["inputs"]], (module, jax_side)
+
+
 CHECKS = [check_jit_in_out_shardings, check_constraints_and_nested_jits,
           check_gradients_of_sharded_function, check_polymorphic_batch,
           check_shard_map_converts_but_runs_only_on_its_devices, check_single_device_mesh_runs]
@@ -306,14 +427,18 @@ def main(result_file: str, save_dir: str) -> None:
                 results[check.__name__ + tag] = "ok"
             except Exception:
                 results[check.__name__ + tag] = traceback.format_exc()
-        try:
-            out = Path(save_dir) / tag.strip("[]").replace("=", "_")
-            out.mkdir(parents=True, exist_ok=True)
-            check_tpu_module_builds_saves_and_fails_only_when_run(out)
-            results["check_tpu_module_builds_saves_and_fails_only_when_run" + tag] = "ok"
-        except Exception:
-            results["check_tpu_module_builds_saves_and_fails_only_when_run" + tag] = (
-                traceback.format_exc())
+        out = Path(save_dir) / tag.strip("[]").replace("=", "_")
+        out.mkdir(parents=True, exist_ok=True)
+        # verify runs a child process each (~10 s): the SavedModel checks run once, with Shardy.
+        saving = [check_tpu_module_builds_saves_and_fails_only_when_run]
+        if shardy:
+            saving += [check_flax_nnx_model, check_saved_model_keeps_shardings, check_save_exported_keeps_shardings,
+                       check_saved_model_for_tpu_saves_and_verify_says_it_cannot_run_here]
+        for check in saving:
+            try:
+                results[check.__name__ + tag] = check(out) or "ok"
+            except Exception:
+                results[check.__name__ + tag] = traceback.format_exc()
     Path(result_file).write_text(json.dumps(results, indent=1))
 
 

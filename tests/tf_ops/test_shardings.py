@@ -39,3 +39,26 @@ def test_shard_builds_an_xla_sharding_op_with_the_proto_in_graphs_only():
     np.testing.assert_array_equal(f(np.ones((2, 3), np.float32)).numpy(), np.ones((2, 3)))
     x = tf.ones(3)
     assert shardings.shard(x, None, shardy=True) is x
+
+
+def test_names_shared_with_the_jax_free_readers_agree():
+    # saved_model_tools.inspect and tf_ops.runnable cannot import JAX; their copies must match.
+    from saved_model_tools import inspect as inspect_lib
+    from tf_ops import runnable, xla_call_module
+    assert inspect_lib._DEVICES_ATTR == xla_call_module.DEVICES_ATTR
+    assert inspect_lib._MULTI_DEVICE_OPS_ATTR == xla_call_module.MULTI_DEVICE_OPS_ATTR
+    assert runnable.PLATFORM_CHECK == str(jax.export.DisabledSafetyCheck.platform())
+    # Private TF used to record them on the op (tf_ops.xla_call_module._call_module).
+    assert callable(getattr(tf.Operation, "_set_attr", None))
+
+
+def test_format_op_sharding_reads_what_tf_ops_writes():
+    from saved_model_tools import inspect as inspect_lib
+    hlo = _hlo_sharding(jax.sharding.PartitionSpec(), (2, 3))
+    v1, _ = shardings._tf_op_shardings(hlo, shardy=False)
+    assert inspect_lib.format_op_sharding(v1.SerializeToString()) == str(hlo) == "{replicated}"
+    from tensorflow.compiler.xla import xla_data_pb2
+    tiled = xla_data_pb2.OpSharding(type=xla_data_pb2.OpSharding.OTHER,
+                                    tile_assignment_dimensions=[2, 1],
+                                    tile_assignment_devices=[1, 0])
+    assert inspect_lib.format_op_sharding(tiled.SerializeToString()) == "{devices=[2,1]1,0}"
