@@ -9,7 +9,8 @@ JAX):
   check_grads_tf       -- TF tape gradients (any order) vs JAX and finite differences.
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
                           ExportedModuleError, CustomCallNotAllowedError, GradientCheckError,
-                          GradientSpecError, NonPortableLinalgError.
+                          GradientSpecError, NonPortableLinalgError,
+                          ModuleNotRunnableHereError.
 """
 import importlib
 
@@ -26,6 +27,7 @@ _EXPORTS = {
     "ArgumentTypeError": "jax2tf_native.errors",
     "CustomCallNotAllowedError": "jax2tf_native.errors",
     "ExportedModuleError": "jax2tf_native.errors",
+    "ModuleNotRunnableHereError": "jax2tf_native.errors",
     "GradientSpecError": "jax2tf_native.errors",
     "PolymorphicShapeError": "jax2tf_native.errors",
     "NonPortableLinalgError": "jax2tf_native.linalg_portable",

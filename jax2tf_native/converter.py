@@ -57,6 +57,8 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       polymorphic_constraints: strings such as "b >= 16" over the dimension variables.
       with_gradient: whether TF may differentiate the result; False adds `PreventGradient`.
       platforms: platforms to lower for, e.g. ("cpu", "cuda", "tpu"); default the JAX backend.
+        A module for platforms (or a shard_map over devices) this host lacks converts, traces
+        and saves; running it here raises `ModuleNotRunnableHereError`.
       disabled_checks: `jax.export.DisabledSafetyCheck` values.
       native_serialization_platforms: jax2tf's name for `platforms`.
       native_serialization_disabled_checks: jax2tf's name for `disabled_checks`.
