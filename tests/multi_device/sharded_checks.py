@@ -252,6 +252,20 @@ def check_shard_map_converts_but_runs_only_on_its_devices():
             assert "No registered implementation" not in text, text  # not XLA's raw error
         else:
             raise AssertionError("a shard_map module ran on one device")
+    # Its gradient graph builds too, in both gradient modes, with the input's shape.
+    want_grad = jax.grad(lambda v: jnp.sum(jitted(v)))(x)
+    for mode in ("residuals", "recompute"):
+        f_grad = jax2tf_native.convert(jitted, gradient_mode=mode)
+
+        def grad(v):
+            with tf.GradientTape() as tape:
+                tape.watch(v)
+                total = tf.reduce_sum(f_grad(v))
+            return tape.gradient(total, v)
+
+        concrete = tf.function(grad, autograph=False).get_concrete_function(
+            tf.TensorSpec([8], tf.float32))
+        assert concrete.outputs[0].shape.as_list() == list(want_grad.shape), mode
 
 
 def check_single_device_mesh_runs():
