@@ -30,6 +30,7 @@ from typing import Iterator, Sequence
 
 from saved_model_tools import manifest as manifest_lib
 from tf_ops import custom_call_allowlist, runnable
+from tf_ops import shardings as tf_shardings
 
 # Measured by tools/tf_version_matrix.py; read, never edited, here.
 TF_VERSION_MATRIX_FILE = Path(__file__).resolve().parent / "data" / "tf_version_matrix.json"
@@ -792,30 +793,6 @@ _SHARDY_UNKNOWN = "dialect 'sdy' is unknown"
 _MULTI_DEVICE_OPS_ATTR = "_jax2tf_native_multi_device_ops"
 
 
-def format_op_sharding(serialized: bytes) -> str:
-    """An XLA OpSharding proto as HLO text writes it, e.g. "{devices=[2,1]0,1}"."""
-    from tensorflow.compiler.xla import xla_data_pb2  # TF's copy of XLA's protos, no JAX
-
-    proto = xla_data_pb2.OpSharding.FromString(serialized)
-    kind = xla_data_pb2.OpSharding
-    if proto.type == kind.REPLICATED:
-        return "{replicated}"
-    if proto.type == kind.MAXIMAL:
-        return f"{{maximal device={proto.tile_assignment_devices[0]}}}"
-    if proto.type == kind.MANUAL:
-        return "{manual}"
-    if proto.type == kind.TUPLE:
-        return "{" + ", ".join(format_op_sharding(t.SerializeToString())
-                               for t in proto.tuple_shardings) + "}"
-    dims = ",".join(map(str, proto.tile_assignment_dimensions))
-    if proto.tile_assignment_devices:
-        devices = ",".join(map(str, proto.tile_assignment_devices))
-    else:
-        devices = "<=[" + ",".join(map(str, proto.iota_reshape_dims)) + "]"
-    suffix = " last_tile_dim_replicate" if proto.replicate_on_last_tile_dim else ""
-    return f"{{devices=[{dims}]{devices}{suffix}}}"
-
-
 def _shardings_around(call_node, nodes) -> tuple[tuple, tuple]:
     """Shardings of the XlaSharding ops feeding and reading an XlaCallModule node (as jax2tf
     and jax2tf-native write them), None where there is none."""
@@ -824,7 +801,7 @@ def _shardings_around(call_node, nodes) -> tuple[tuple, tuple]:
     def sharding_of(node) -> str | None:
         if node is None or node.op != "XlaSharding":
             return None
-        return format_op_sharding(node.attr["sharding"].s)
+        return tf_shardings.format_op_sharding(node.attr["sharding"].s)
 
     inputs = tuple(sharding_of(by_name.get(ref.split(":")[0]))
                    for ref in call_node.input if not ref.startswith("^"))

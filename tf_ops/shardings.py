@@ -1,4 +1,5 @@
-"""Marks TF tensors with the XLA shardings an exported module declares for its inputs/outputs.
+"""Marks TF tensors with the XLA shardings an exported module declares for its inputs/outputs,
+and reads them back (`format_op_sharding`, used by saved_model_tools.inspect: no JAX here).
 
 The module itself carries its shardings; the `XlaSharding` ops around the `XlaCallModule` op make
 them visible to TF tools that read the graph (TF's TPU inference converter, TF's SPMD
@@ -66,3 +67,25 @@ def shard(tensor: tf.Tensor, hlo_sharding, *, shardy: bool) -> tf.Tensor:
 def shard_all(tensors: Sequence[tf.Tensor], hlo_shardings: Sequence, *,
               shardy: bool) -> list[tf.Tensor]:
     return [shard(t, s, shardy=shardy) for t, s in zip(tensors, hlo_shardings)]
+
+
+def format_op_sharding(serialized: bytes) -> str:
+    """An XLA OpSharding proto as HLO text writes it, e.g. "{devices=[2,1]0,1}"."""
+    proto = xla_data_pb2.OpSharding.FromString(serialized)
+    kind = xla_data_pb2.OpSharding
+    if proto.type == kind.REPLICATED:
+        return "{replicated}"
+    if proto.type == kind.MAXIMAL:
+        return f"{{maximal device={proto.tile_assignment_devices[0]}}}"
+    if proto.type == kind.MANUAL:
+        return "{manual}"
+    if proto.type == kind.TUPLE:
+        return "{" + ", ".join(format_op_sharding(t.SerializeToString())
+                               for t in proto.tuple_shardings) + "}"
+    dims = ",".join(map(str, proto.tile_assignment_dimensions))
+    if proto.tile_assignment_devices:
+        devices = ",".join(map(str, proto.tile_assignment_devices))
+    else:
+        devices = "<=[" + ",".join(map(str, proto.iota_reshape_dims)) + "]"
+    suffix = " last_tile_dim_replicate" if proto.replicate_on_last_tile_dim else ""
+    return f"{{devices=[{dims}]{devices}{suffix}}}"

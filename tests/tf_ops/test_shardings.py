@@ -56,9 +56,9 @@ def test_format_op_sharding_reads_what_tf_ops_writes():
     from saved_model_tools import inspect as inspect_lib
     hlo = _hlo_sharding(jax.sharding.PartitionSpec(), (2, 3))
     v1, _ = shardings._tf_op_shardings(hlo, shardy=False)
-    assert inspect_lib.format_op_sharding(v1.SerializeToString()) == str(hlo) == "{replicated}"
+    assert shardings.format_op_sharding(v1.SerializeToString()) == str(hlo) == "{replicated}"
     from tensorflow.compiler.xla import xla_data_pb2
     tiled = xla_data_pb2.OpSharding(type=xla_data_pb2.OpSharding.OTHER,
                                     tile_assignment_dimensions=[2, 1],
                                     tile_assignment_devices=[1, 0])
-    assert inspect_lib.format_op_sharding(tiled.SerializeToString()) == "{devices=[2,1]1,0}"
+    assert shardings.format_op_sharding(tiled.SerializeToString()) == "{devices=[2,1]1,0}"
