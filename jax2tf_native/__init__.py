@@ -11,8 +11,8 @@ JAX):
                        -- jax2tf's own objects, re-exported for drop-in use (docs/compat.md).
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
                           ExportedModuleError, JaxTransformationError, CustomCallNotAllowedError,
-                          GradientCheckError,
-                          GradientSpecError, NonPortableLinalgError.
+                          GradientCheckError, GradientSpecError, NonPortableLinalgError,
+                          ModuleNotRunnableHereError.
 """
 import importlib
 
@@ -29,6 +29,7 @@ _EXPORTS = {
     "ArgumentTypeError": "jax2tf_native.errors",
     "CustomCallNotAllowedError": "jax2tf_native.errors",
     "ExportedModuleError": "jax2tf_native.errors",
+    "ModuleNotRunnableHereError": "jax2tf_native.errors",
     "GradientSpecError": "jax2tf_native.errors",
     "PolymorphicShapeError": "jax2tf_native.errors",
     "NonPortableLinalgError": "jax2tf_native.linalg_portable",

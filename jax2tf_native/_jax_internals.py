@@ -7,6 +7,8 @@ import contextlib
 import sys
 from typing import Iterator
 
+import jax
+
 # Why: `geqrf_p` (Householder QR) and `geqp3_p` (column-pivoted QR) are bound directly by public
 # functions -- jnp.linalg.qr(mode="raw"), jnp.linalg.slogdet(method="qr"),
 # jax.scipy.linalg.qr_multiply -- and JAX lowers them to LAPACK (lapack_?geqrf_ffi,
@@ -51,3 +53,27 @@ def collecting_call_tf_functions() -> Iterator[list]:
         yield collected
     finally:
         state.call_tf_concrete_function_list = previous
+
+
+# Why: TF's XlaSharding op takes an XLA OpSharding, and JAX 0.10 exports record shardings as
+# NamedShardings (`Exported.in_shardings_jax(None)`, public) whose HLO form has no public
+# accessor. jax2tf calls the same method (through jax._src.export._export.named_to_hlo_sharding).
+def named_sharding_to_hlo(sharding, ndim: int):
+    """The `HloSharding` of a NamedSharding for an array of rank `ndim`."""
+    return sharding._to_xla_hlo_sharding(ndim)
+
+
+# Why: a `jax.jit(f, in_shardings=..., out_shardings=...)` passed to `convert` declares the
+# shardings of its arguments and results, and our export wraps it in a flat function of its
+# leaves, so the outer export must repeat them (else they become inner constraints and TF's
+# HLO parameters carry none). `Traced.out_info` has the result shardings publicly, but no
+# public field has the declared argument shardings; `Traced._params` has both, flattened over
+# (args, kwargs) leaves, UnspecifiedValue where none was given.
+def jit_declared_shardings(traced) -> tuple[tuple, tuple]:
+    """(in_shardings, out_shardings) of a traced jit, flat; non-Sharding entries -> None."""
+    params = traced._params
+
+    def clean(shardings):
+        return tuple(s if isinstance(s, jax.sharding.Sharding) else None for s in shardings)
+
+    return clean(params["in_shardings"]), clean(params["out_shardings"])

@@ -12,7 +12,7 @@ import jax
 import tensorflow as tf
 
 from jax2tf_native import (differentiable, errors, export_cache, exporting, gradients,
-                           poly_specs, tf_args, tf_runner, vjp_functions)
+                           poly_specs, shardings, tf_args, tf_runner, vjp_functions)
 from jax2tf_native.differentiable import DifferentiableFunction
 from tf_ops import platforms as tf_platforms
 
@@ -58,6 +58,8 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       polymorphic_constraints: strings such as "b >= 16" over the dimension variables.
       with_gradient: whether TF may differentiate the result; False adds `PreventGradient`.
       platforms: platforms to lower for, e.g. ("cpu", "cuda", "tpu"); default the JAX backend.
+        A module for platforms (or a shard_map over devices) this host lacks converts, traces
+        and saves; running it here raises `ModuleNotRunnableHereError`.
       disabled_checks: `jax.export.DisabledSafetyCheck` values.
       native_serialization_platforms: jax2tf's name for `platforms`.
       native_serialization_disabled_checks: jax2tf's name for `disabled_checks`.
@@ -296,12 +298,15 @@ class _Converted:
 
         def build() -> DifferentiableFunction:
             name = getattr(self._fun, "__name__", "fun")
+            declared = shardings.declared(self._fun, treedef, [s.struct for s in specs])
             flat = vjp_functions.flatten_user_function(
-                self._fun, treedef, [s.struct for s in specs], name,
+                shardings.body(self._fun, declared), treedef, [s.struct for s in specs], name,
                 gradient_inputs=_gradient_leaves(options.gradient_argnums, args, specs),
                 gradient_outputs=options.gradient_outputs)
-            node = DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
-                                          options.constraints, options.residual_policy)
+            node = DifferentiableFunction(
+                flat, specs, options.export, options.gradient_mode, options.constraints,
+                options.residual_policy,
+                shardings=declared)
             # Export now, so that errors surface at this call and the cache holds a ready module.
             if not (options.with_gradient and options.gradient_mode == "residuals"
                     and node.forward() is not None):

@@ -19,6 +19,7 @@ import jax
 from jax2tf_native import exporting, tf_runner, vjp_functions
 from jax2tf_native.errors import GradientSpecError
 from jax2tf_native.poly_specs import LeafSpec
+from jax2tf_native.shardings import FunctionShardings
 from jax2tf_native.tf_runner import PreparedExport
 from jax2tf_native.vjp_functions import FlatFunction, ResidualForward
 
@@ -51,13 +52,14 @@ class DifferentiableFunction:
 
     def __init__(self, flat: FlatFunction, specs: Sequence[LeafSpec],
                  options: exporting.ExportOptions, mode: str, constraints: Sequence[str] = (),
-                 residual_policy=None):
+                 residual_policy=None, shardings: FunctionShardings | None = None):
         self.flat = flat
         self.specs = tuple(specs)
         self.options = options
         self.mode = check_gradient_mode(mode)
         self.residual_policy = residual_policy
         self.constraints = tuple(constraints)
+        self.shardings = shardings  # declared by a sharded jax.jit; None: none declared
         self._lock = threading.RLock()
         self._primal: PreparedExport | None = None
         self._forward: ResidualExports | None | bool = False   # False: not tried yet
@@ -66,14 +68,17 @@ class DifferentiableFunction:
         self._diff_out: tuple[int, ...] | None = None
         self.out_avals: tuple | None = None
 
-    def _export(self, fun, name: str, specs: Sequence[LeafSpec]) -> PreparedExport:
+    def _export(self, fun, name: str, specs: Sequence[LeafSpec],
+                shardings: FunctionShardings | None = None) -> PreparedExport:
         fun.__name__ = name
-        return exporting.export_prepared(fun, specs, self.options, constraints=self.constraints)
+        return exporting.export_prepared(fun, specs, self.options, constraints=self.constraints,
+                                         shardings=shardings)
 
     def primal(self) -> PreparedExport:
         with self._lock:
             if self._primal is None:
-                self._primal = self._export(self.flat.fun, self.flat.name, self.specs)
+                self._primal = self._export(self.flat.fun, self.flat.name, self.specs,
+                                            self.shardings)
                 self.out_avals = tuple(self._primal.exported.out_avals)
             return self._primal
 
@@ -83,7 +88,8 @@ class DifferentiableFunction:
             if self._forward is False:
                 structure = vjp_functions.residual_forward(self.flat, self.residual_policy)
                 try:
-                    prepared = self._export(structure.fwd, f"{self.flat.name}_fwd", self.specs)
+                    prepared = self._export(structure.fwd, f"{self.flat.name}_fwd", self.specs,
+                                            self.shardings)
                 except GradientSpecError:
                     raise  # gradient_outputs or residual_policy is wrong: no fallback helps
                 except Exception as e:  # any other failure means: fall back to the plain forward
@@ -122,10 +128,12 @@ class DifferentiableFunction:
                 res_avals = forward.structure.residuals(self.flat.in_avals, computed_avals)
                 specs = ([_spec(f"residual[{i}]", a) for i, a in enumerate(res_avals)]
                          + self._cotangent_specs(forward.structure.diff_out))
+                shardings = (None if self.shardings is None else self.shardings.backward(
+                    len(res_avals), self.flat.diff_in, forward.structure.diff_out))
                 try:
                     self._backward = self._export(
                         vjp_functions.backward_from_residuals(forward.structure),
-                        f"{self.flat.name}_bwd", specs)
+                        f"{self.flat.name}_bwd", specs, shardings)
                 except Exception as e:
                     logger.info("jax2tf_native: %s: backward from residuals not exportable "
                                 "(%s: %s); recomputing the forward pass for gradients",
@@ -166,8 +174,10 @@ class DifferentiableFunction:
                 flat = FlatFunction(fun=vjp_functions.recompute_vjp(self.flat, n),
                                     in_avals=tuple(s.struct for s in in_specs),
                                     name=f"{self.flat.name}_vjp")
-                self._vjp = DifferentiableFunction(flat, in_specs, self.options, self.mode,
-                                                   residual_policy=self.residual_policy)
+                self._vjp = DifferentiableFunction(
+                    flat, in_specs, self.options, self.mode, residual_policy=self.residual_policy,
+                    shardings=(None if self.shardings is None
+                               else self.shardings.vjp(self.flat.diff_in, diff_out)))
             return self._vjp
 
 

@@ -28,6 +28,13 @@ class ExportedModuleError(ValueError):
     """An exported module (or its serialized bytes) cannot be run by the installed TensorFlow."""
 
 
+class ModuleNotRunnableHereError(ExportedModuleError):
+    """A module converts and saves, but this host cannot run it: it was exported for platforms
+    TF here lacks (e.g. only "tpu" on a CPU machine), or for N devices with shard_map or
+    collectives. Raised when the op would run (eagerly at the call; in a graph, by a guard op
+    whose message is the same)."""
+
+
 # Raised when an exported module holds a custom call TF cannot run; defined with the allowlist.
 from tf_ops.custom_call_check import CustomCallNotAllowedError  # noqa: E402,F401
 

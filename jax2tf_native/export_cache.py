@@ -18,7 +18,8 @@ DEFAULT_CACHE_SIZE = 64
 def jax_config_key() -> tuple:
     """The JAX configuration that changes what an export lowers to."""
     return (bool(jax.config.jax_enable_x64), str(jax.config.jax_default_prng_impl),
-            int(jax.config.jax_export_calling_convention_version))
+            int(jax.config.jax_export_calling_convention_version),
+            bool(jax.config.jax_use_shardy_partitioner))
 
 
 class LruCache:

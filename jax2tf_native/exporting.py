@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import threading
 from typing import Any, Callable, Sequence
@@ -65,11 +66,13 @@ def check_linalg_mode(linalg: str) -> str:
 def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
            platforms: Sequence[str] | None,
            disabled_checks: Sequence[jax.export.DisabledSafetyCheck],
-           linalg: str = "portable") -> jax.export.Exported:
+           linalg: str = "portable", shardings=None) -> jax.export.Exported:
     """`jax.export.export(jax.jit(fun))` at a calling convention the installed TF runs.
 
     With `linalg="portable"` linear algebra is lowered to StableHLO that TF's XLA runs (see
     `linalg_portable`); "native" keeps JAX's lowering (LAPACK custom calls on CPU).
+    `shardings` (a `shardings.FunctionShardings` of the flat `fun`) become the jit's in/out
+    shardings; outputs past those it lists (residuals) are unspecified.
 
     Example:
         >>> exp = export(jnp.sin, (jax.ShapeDtypeStruct((3,), "float32"),), {},
@@ -80,12 +83,27 @@ def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
     scope = (linalg_portable.export_scope(platforms=platforms or (jax.default_backend(),))
              if check_linalg_mode(linalg) == "portable" else contextlib.nullcontext({}))
     with scope as extra_export_kwargs:
-        exporter = jax.export.export(jax.jit(fun), platforms=platforms,
+        exporter = jax.export.export(_jit(fun, shardings), platforms=platforms,
                                      disabled_checks=tuple(disabled_checks),
                                      **extra_export_kwargs)
         if version == jax.config.jax_export_calling_convention_version:
             return exporter(*args_specs, **kwargs_specs)
         return _export_at_version(exporter, version, args_specs, kwargs_specs)
+
+
+def _jit(fun: Callable, shardings):
+    if shardings is None:
+        return jax.jit(fun)
+    n_declared = len(shardings.outputs)
+
+    @functools.wraps(fun)
+    def declared_then_rest(*xs):
+        # A pytree prefix: None leaves the outputs past the declared ones unspecified.
+        outs = fun(*xs)
+        return list(outs[:n_declared]), list(outs[n_declared:])
+
+    return jax.jit(declared_then_rest, in_shardings=tuple(shardings.inputs),
+                   out_shardings=(list(shardings.outputs), None))
 
 
 def _export_at_version(exporter, version: int, args_specs, kwargs_specs):
@@ -117,8 +135,11 @@ class ExportOptions:
 
 
 def export_prepared(fun: Callable, specs, options: ExportOptions, *,
-                    constraints: Sequence[str] = ()):
-    """Exports flat `fun(*leaves)` for `specs` and prepares the module for TF."""
+                    constraints: Sequence[str] = (), shardings=None):
+    """Exports flat `fun(*leaves)` for `specs` and prepares the module for TF.
+
+    `shardings`: a `shardings.FunctionShardings` for `fun`'s inputs and leading outputs, or None.
+    """
     from jax2tf_native import tf_runner  # tf_runner imports TF; exporting stays importable alone.
     logger.debug("jax2tf_native: exporting %s for %s", getattr(fun, "__name__", "fun"),
                  [f"{s.path}: {s.struct.dtype}[{', '.join(map(str, s.shape))}]" for s in specs])
@@ -128,7 +149,8 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
         with _jax_internals.collecting_call_tf_functions() as tf_functions:
             exported = export(fun, tuple(s.struct for s in specs), {},
                               platforms=options.platforms,
-                              disabled_checks=options.disabled_checks, linalg=options.linalg)
+                              disabled_checks=options.disabled_checks, linalg=options.linalg,
+                              shardings=shardings)
     except ValueError as e:
         if not str(e).startswith("Cannot solve for values of dimension variables"):
             raise

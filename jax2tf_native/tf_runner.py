@@ -11,8 +11,9 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from jax2tf_native import dim_vars
-from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
+from jax2tf_native import dim_vars, shardings
+from jax2tf_native.errors import (ArgumentTypeError, ExportedModuleError,
+                                   ModuleNotRunnableHereError)
 from jax2tf_native.poly_specs import LeafSpec
 from jax2tf_native.tf_args import ArgLeaf
 from tf_ops import custom_call_check
@@ -44,10 +45,11 @@ def prepare(exported: jax.export.Exported, leaf_specs: Sequence[LeafSpec], *,
     `tf_functions` are the TF concrete functions the module calls (jax2tf.call_tf with
     call_tf_graph=True), in the order of their indices in the module.
     """
+    in_shardings, out_shardings = shardings.exported_hlo_shardings(exported)
     try:
         tf_module = xla_call_module.tf_module_from_exported(
             exported, stablehlo_version=stablehlo_version, checks=checks,
-            tf_functions=tf_functions)
+            tf_functions=tf_functions, in_shardings=in_shardings, out_shardings=out_shardings)
     except custom_call_check.CustomCallNotAllowedError:
         raise  # Already names each target, its source and the override; keep its record.
     except ValueError as e:
@@ -97,7 +99,15 @@ def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
 
 def call_flat(prepared: PreparedExport, values: Sequence[tf.Tensor],
               asserts: Sequence = ()) -> list[tf.Tensor]:
-    """Calls the module on already-checked flat tensors, after any run-time shape asserts."""
+    """Calls the module on already-checked flat tensors, after any run-time shape asserts.
+
+    Raises:
+      ModuleNotRunnableHereError: eagerly, when this host cannot run the module (exported for
+        platforms or devices it lacks); in a graph the same message comes from a guard op.
+    """
+    problem = prepared.tf_module.problem_here
+    if problem and tf.executing_eagerly():
+        raise ModuleNotRunnableHereError(problem)
     # The op itself waits for the asserts (no identity copies of the inputs).
     with tf.control_dependencies(asserts):
         return xla_call_module.call(prepared.tf_module, values)

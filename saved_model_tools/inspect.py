@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from saved_model_tools import manifest as manifest_lib
-from tf_ops import custom_call_allowlist
+from tf_ops import custom_call_allowlist, runnable
+from tf_ops import shardings as tf_shardings
 
 # Measured by tools/tf_version_matrix.py; read, never edited, here.
 TF_VERSION_MATRIX_FILE = Path(__file__).resolve().parent / "data" / "tf_version_matrix.json"
@@ -172,6 +173,13 @@ class ModuleReport:
       signatures: the signatures that call (transitively) one of those functions; empty for
         modules reached otherwise, e.g. gradient functions used by `tf.GradientTape`.
       tf_support: the oldest TF version that can run it, from the version matrix.
+      devices: the number of devices it was exported for (1 unless jax2tf-native recorded more
+        on the op; sharded modules from other writers show their shardings only).
+      input_shardings: per input the op takes, the XLA sharding of the `XlaSharding` op feeding
+        it (e.g. "{devices=[2,1]0,1}"), None where unspecified.
+      output_shardings: per output, the sharding of the `XlaSharding` op reading it, or None.
+      multi_device_ops: ops that need its devices partitioned (shard_map, collectives).
+      not_runnable_here: why TF on this host cannot run it (and the fix), None if it can.
       mlir: the StableHLO text, only when `inspect_saved_model(..., mlir=True)`.
     """
     sha256: str
@@ -189,6 +197,11 @@ class ModuleReport:
     functions: tuple[str, ...]
     signatures: tuple[str, ...]
     tf_support: TfSupport
+    devices: int = 1
+    input_shardings: tuple[str | None, ...] = ()
+    output_shardings: tuple[str | None, ...] = ()
+    multi_device_ops: tuple[str, ...] = ()
+    not_runnable_here: str | None = None
     mlir: str | None = None
 
 
@@ -678,7 +691,7 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
             module = node.attr["module"].s
             digest = hashlib.sha256(module).hexdigest()
             entry = by_hash.setdefault(digest, {"module": module, "node": node, "copies": 0,
-                                                "functions": []})
+                                                "functions": [], "nodes": fn.node_def})
             entry["copies"] += 1
             if fn.signature.name not in entry["functions"]:
                 entry["functions"].append(fn.signature.name)
@@ -688,7 +701,8 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
             module = node.attr["module"].s
             digest = hashlib.sha256(module).hexdigest()
             entry = by_hash.setdefault(digest, {"module": module, "node": node, "copies": 0,
-                                                "functions": []})
+                                                "functions": [],
+                                                "nodes": meta_graph.graph_def.node})
             entry["copies"] += 1
 
     matrix = load_tf_version_matrix()
@@ -716,15 +730,23 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
                 f"guaranteed"))
         sig_names = tuple(s.name for s in signatures
                           if set(entry["functions"]) & set(s.functions))
+        disabled = tuple(c.decode() for c in node.attr["disabled_checks"].list.s)
+        devices = int(node.attr[_DEVICES_ATTR].i) if _DEVICES_ATTR in node.attr else 1
+        multi_device = tuple(v.decode() for v in node.attr[_MULTI_DEVICE_OPS_ATTR].list.s)
+        input_shardings, output_shardings = _shardings_around(node, entry["nodes"])
         modules.append(ModuleReport(
             sha256=digest, size_bytes=len(module), copies=entry["copies"],
             calling_convention_version=calling_convention, platforms=platforms,
-            disabled_checks=tuple(c.decode() for c in node.attr["disabled_checks"].list.s),
+            disabled_checks=disabled,
             stablehlo_version=match.group(1) if match else None, producer=producer,
             deserializes_in_installed_tf=text is not None, deserialize_error=error,
             custom_calls=custom_calls, main_signature=_main_signature(text) if text else None,
             functions=tuple(entry["functions"]), signatures=sig_names,
-            tf_support=support,
+            tf_support=support, devices=devices, input_shardings=input_shardings,
+            output_shardings=output_shardings, multi_device_ops=multi_device,
+            not_runnable_here=runnable.problem_here(
+                f"module sha256 {digest[:16]}", platforms, devices, multi_device,
+                runnable.PLATFORM_CHECK in disabled),
             mlir=text if mlir else None))
 
     served = [m for m in modules if m.signatures] or modules
@@ -762,6 +784,38 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
         variable_count=len(variables), variable_bytes=variable_bytes, variables=variables,
         manifest=manifest, warmup_requests=warmup_lines, tf_support=model_support,
         tensorflow_version=tf.__version__, notes=tuple(notes))
+
+
+# Written on XlaCallModule ops by tf_ops.xla_call_module (that module imports JAX; these names
+# are checked equal by tests/saved_model_tools).
+_DEVICES_ATTR = "_jax2tf_native_devices"
+_SHARDY_UNKNOWN = "dialect 'sdy' is unknown"
+_MULTI_DEVICE_OPS_ATTR = "_jax2tf_native_multi_device_ops"
+
+
+def _shardings_around(call_node, nodes) -> tuple[tuple, tuple]:
+    """Shardings of the XlaSharding ops feeding and reading an XlaCallModule node (as jax2tf
+    and jax2tf-native write them), None where there is none."""
+    by_name = {n.name: n for n in nodes}
+
+    def sharding_of(node) -> str | None:
+        if node is None or node.op != "XlaSharding":
+            return None
+        return tf_shardings.format_op_sharding(node.attr["sharding"].s)
+
+    inputs = tuple(sharding_of(by_name.get(ref.split(":")[0]))
+                   for ref in call_node.input if not ref.startswith("^"))
+    n_out = len(call_node.attr["Tout"].list.type)
+    outputs: list = [None] * n_out
+    for n in nodes:
+        if n.op != "XlaSharding" or not n.input:
+            continue
+        parts = n.input[0].split(":")
+        if parts[0] == call_node.name and len(parts) == 3 and int(parts[2]) < n_out:
+            outputs[int(parts[2])] = sharding_of(n)
+        elif parts[0] == call_node.name and len(parts) == 2 and int(parts[1]) < n_out:
+            outputs[int(parts[1])] = sharding_of(n)  # top-level graphs: "name:index"
+    return inputs, tuple(outputs)
 
 
 def _raw_vhlo_text(module: bytes) -> tuple[str | None, str | None]:
@@ -826,7 +880,21 @@ def _format_lines(report: SavedModelReport) -> list[str]:
             lines.append(f"      {mod.main_signature}")
         if mod.disabled_checks:
             lines.append(f"      disabled checks: {list(mod.disabled_checks)}")
-        if not mod.deserializes_in_installed_tf:
+        if mod.devices != 1 or any(mod.input_shardings) or any(mod.output_shardings):
+            multi = (f"; needs them partitioned: {', '.join(mod.multi_device_ops)}"
+                     if mod.multi_device_ops else "")
+            lines.append(f"      devices: {mod.devices}{multi}")
+            lines.extend(f"      in  [{k}] sharding {s or 'unspecified'}"
+                         for k, s in enumerate(mod.input_shardings))
+            lines.extend(f"      out [{k}] sharding {s or 'unspecified'}"
+                         for k, s in enumerate(mod.output_shardings))
+        if mod.not_runnable_here:
+            lines.append(f"      cannot run on this host: {mod.not_runnable_here}")
+        if not mod.deserializes_in_installed_tf and _SHARDY_UNKNOWN in (mod.deserialize_error
+                                                                        or ""):
+            lines.append("      StableHLO text: not shown (TF's Python MLIR reader lacks the "
+                         "Shardy dialect of this sharded module; XlaCallModule reads it)")
+        elif not mod.deserializes_in_installed_tf:
             lines.append(f"      the installed TF cannot read it: {mod.deserialize_error}")
         if mod.custom_calls:
             lines.append("      custom calls:")

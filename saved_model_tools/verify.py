@@ -36,6 +36,7 @@ EXIT_PASSED = 0
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2
 EXIT_NO_REFERENCES = 3
+EXIT_NOT_RUNNABLE_HERE = 5  # 4 is tflite's "not converted"
 
 SMOKE_BATCH_SIZES = (1, 2)
 SERVE_TAG = "serve"
@@ -114,7 +115,9 @@ class VerifyReport:
     Attributes:
       path: the SavedModel directory.
       status: "passed" (every output matched its reference), "failed" (a mismatch, or a call or
-        load that raised), or "no-references" (no jax2tf-native manifest: a smoke run only).
+        load that raised), "no-references" (no jax2tf-native manifest: a smoke run only), or
+        "not-runnable-here" (the model's modules need platforms or devices this host lacks:
+        it loaded through both paths and its signatures match the manifest, nothing ran).
       checks: one entry per output per signature, batch size and load path.
       had_references: whether recorded reference outputs were compared.
       has_manifest: whether the model has jax2tf-native's manifest.
@@ -125,6 +128,7 @@ class VerifyReport:
       tensorflow_version: the TF version that ran the model.
       errors: problems that are not per-output (load failures, unreadable references).
       seconds: wall time of the child process.
+      not_runnable_here: why this host cannot run the model (one line per reason), if so.
     """
     path: str
     status: str
@@ -137,6 +141,7 @@ class VerifyReport:
     tensorflow_version: str
     errors: tuple[str, ...] = ()
     seconds: float = 0.0
+    not_runnable_here: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -145,8 +150,8 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        return {"passed": EXIT_PASSED, "no-references": EXIT_NO_REFERENCES}.get(self.status,
-                                                                                EXIT_FAILED)
+        return {"passed": EXIT_PASSED, "no-references": EXIT_NO_REFERENCES,
+                "not-runnable-here": EXIT_NOT_RUNNABLE_HERE}.get(self.status, EXIT_FAILED)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
@@ -173,6 +178,12 @@ class VerifyReport:
                  f"compared with JAX; a smoke run with zeros at batch sizes "
                  f"{list(self.batch_sizes)} passed (both load paths ran and agreed). Fix: save "
                  f"with saved_model_tools.save to record references.")),
+            "not-runnable-here": (
+                f"NOT RUNNABLE ON THIS HOST: {' '.join(self.not_runnable_here)} Checked instead: "
+                f"the model loads through tf.saved_model.load and the TF1 session (TF Serving) "
+                f"path, and its {len(self.checks)} signature inputs/outputs have the names, "
+                f"dtypes and shapes the manifest records. Run verify on a host that has them to "
+                f"compare outputs with JAX."),
         }[self.status]
         lines.append(f"{summary} ({self.seconds:.1f} s)")
         return "\n".join(lines) + "\n"
@@ -248,7 +259,7 @@ def verify(saved_model_dir: str | Path, *, batch_sizes: Sequence[int] | None = N
         batch_sizes=tuple(raw["batch_sizes"]),
         jax_imported=raw["jax_imported"], blocked_jax_imports=tuple(raw["blocked_jax_imports"]),
         tensorflow_version=raw["tensorflow_version"], errors=tuple(raw["errors"]),
-        seconds=seconds)
+        seconds=seconds, not_runnable_here=tuple(raw.get("not_runnable_here", ())))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,6 +295,8 @@ def _child_main(request_file: str, blocked_attempts: list) -> int:
         result["status"] = "failed"
         if not result["checks"] and not result["errors"]:
             result["errors"].append("nothing was checked: the model has no callable signature")
+    elif result.get("not_runnable_here"):
+        result["status"] = "not-runnable-here"
     elif not result["had_references"]:
         result["status"] = "no-references"
     else:
@@ -309,6 +322,12 @@ def _run_checks(directory: Path, batch_sizes, result: dict) -> None:
                       if k != "__saved_model_init_op"}
     manifest = manifest_lib.read(directory)
     result["has_manifest"] = manifest is not None
+    problems = sorted({m.not_runnable_here for m in inspect_lib.inspect_saved_model(
+        directory).modules if m.signatures and m.not_runnable_here})
+    if problems:
+        result["not_runnable_here"] = problems
+        _check_without_running(directory, signature_defs, manifest, result)
+        return
     cases: list[_Case] = []
     for name in sorted(signature_defs):
         recorded = None
@@ -377,6 +396,49 @@ def _run_checks(directory: Path, batch_sizes, result: dict) -> None:
                     dataclasses.replace(case, expected_name=what), "tf1-session", outputs,
                     expected, sig))
         _replay_warmup(warmup_requests, session, loaded_meta, result)
+
+
+def _check_without_running(directory: Path, signature_defs: dict, manifest, result: dict) -> None:
+    """For a model this host cannot run: both loaders work, and every signature's inputs and
+    outputs are what the manifest records (names, dtypes, shapes; -1 where polymorphic)."""
+    import tensorflow as tf
+
+    try:
+        tf.saved_model.load(str(directory), tags=[SERVE_TAG])
+    except Exception as e:
+        result["errors"].append(f"tf.saved_model.load failed: {type(e).__name__}: "
+                                f"{_first_line(e)}")
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        try:
+            tf.compat.v1.saved_model.loader.load(session, [SERVE_TAG], str(directory))
+        except Exception as e:
+            result["errors"].append(f"the TF1 session loader (TF Serving's path) failed: "
+                                    f"{type(e).__name__}: {_first_line(e)}")
+    for name, sig in sorted(signature_defs.items()):
+        recorded = None
+        if manifest is not None:
+            try:
+                recorded = manifest.signature(name)
+            except KeyError:
+                pass
+        for kind, graph_side, recorded_side in (
+                ("in", sig.inputs, recorded.inputs if recorded else None),
+                ("out", sig.outputs, recorded.outputs if recorded else None)):
+            by_name = {t.name: t for t in recorded_side} if recorded_side is not None else {}
+            for key, info in sorted(graph_side.items()):
+                dims = (None if info.tensor_shape.unknown_rank
+                        else [None if d.size < 0 else d.size for d in info.tensor_shape.dim])
+                got = f"{tf.dtypes.as_dtype(info.dtype).name}{dims}"
+                want = by_name.get(key)
+                expected = (f"{want.dtype}{list(want.shape)}" if want is not None
+                            else "a signature entry" if recorded_side is None else "absent")
+                passed = (want is not None and got == expected) or (
+                    recorded_side is None and dims is not None)
+                result["checks"].append(dataclasses.asdict(OutputCheck(
+                    name, "signature", None, f"{kind} {key}",
+                    "manifest" if recorded_side is not None else "declared", passed,
+                    detail=f"{got}" + ("" if passed else f", manifest records {expected}"))))
+    result["had_references"] = False
 
 
 def _first_line(e: Exception) -> str:

@@ -401,17 +401,44 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
     specs = ["(" + ", ".join(str(d) for d in a.shape) + ")" for a in input_avals]
     if example_args is None:
         example_args = [_example_for(aval) for aval in input_avals]
+    takes_params = params is not None
     if params is None:
         fn = lambda unused_params, *args: exported.call(*args)
         params = {}
     else:
         fn = lambda p, *args: exported.call(p, *args)
     fn.__name__ = exported.fun_name if exported.fun_name.isidentifier() else "exported"
+    fn = _with_exported_shardings(fn, exported, takes_params)
     return save(export_dir, fn, params, example_args, polymorphic_shapes=specs,
                 input_names=input_names, output_names=output_names,
                 with_gradient=with_gradient, gradient_mode=gradient_mode,
                 platforms=exported.platforms, jit_compile=jit_compile, overwrite=overwrite,
                 progress=progress)
+
+
+def _with_exported_shardings(fn: Callable, exported, takes_params: bool) -> Callable:
+    """`fn` under a jit declaring the artifact's shardings, for a multi-device artifact.
+
+    `Exported.call` of an N-device module must be traced where N devices are in context; the
+    artifact's own (abstract-mesh) shardings give that context, and `convert` repeats them on
+    every module it exports, so the SavedModel keeps them.
+    """
+    if exported.nr_devices == 1:
+        return fn
+    declared = [s for s in exported.in_shardings_jax(None) + exported.out_shardings_jax(None)
+                if s is not None]
+    if not declared:
+        return fn  # nothing declared: Exported.call explains what it needs
+    mesh = abstract = declared[0].mesh
+    if len(jax.devices()) >= exported.nr_devices:
+        # A concrete mesh also lets JAX run it for the reference outputs.
+        devices = np.array(jax.devices()[:exported.nr_devices]).reshape(abstract.axis_sizes)
+        mesh = jax.sharding.Mesh(devices, abstract.axis_names, axis_types=abstract.axis_types)
+    args, _ = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_shardings_jax(mesh))
+    in_shardings = tuple(args) if takes_params else ({},) + tuple(args)
+    out_shardings = jax.tree_util.tree_unflatten(exported.out_tree,
+                                                 exported.out_shardings_jax(mesh))
+    return jax.jit(fn, in_shardings=in_shardings, out_shardings=out_shardings)
 
 
 def _example_for(aval) -> np.ndarray:

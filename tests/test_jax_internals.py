@@ -94,3 +94,23 @@ def test_call_tf_function_list_state_is_where_call_tf_graph_looks():
     assert len(functions) == 1 and isinstance(functions[0], tf.types.experimental.ConcreteFunction)
     peer = __import__(_jax_internals.CALL_TF_PEER_MODULE, fromlist=["_"])
     assert peer._thread_local_state.call_tf_concrete_function_list is None  # restored
+
+
+def test_jit_declared_shardings_reads_in_and_out_shardings_of_a_traced_jit():
+    mesh = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x"))
+    x = jax.ShapeDtypeStruct((4,), np.float32)
+    jitted = jax.jit(lambda a, b: (a + b, a), in_shardings=(spec, None), out_shardings=(None, spec))
+    ins, outs = _jax_internals.jit_declared_shardings(jitted.trace(x, x))
+    assert ins == (spec, None) and outs == (None, spec), (
+        "JAX moved the declared shardings of Traced._params; update _jax_internals")
+    assert _jax_internals.jit_declared_shardings(jax.jit(jnp.sin).trace(x)) == ((None,), (None,))
+
+
+def test_named_sharding_to_hlo_matches_the_export_record():
+    mesh = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "x"))
+    hlo = _jax_internals.named_sharding_to_hlo(spec, 2)
+    # On a 1-device mesh every spec is replicated; the multi-device forms are compared with
+    # JAX's lowering in tests/test_sharded.py.
+    assert str(hlo) == "{replicated}" and hlo.is_replicated()

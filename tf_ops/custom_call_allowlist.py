@@ -164,8 +164,9 @@ _XLA_BUILTIN = (
     AllowedTarget(
         "SPMDFullToShardShape", ALL_PLATFORMS, "shard_map on a multi-device mesh, Shardy disabled",
         ALL_PLATFORMS,
-        "XLA built-in consumed by the SPMD partitioner. Needs a mesh of more than one device, "
-        "which our single-device TF call path rejects before running; not run here."),
+        "XLA built-in consumed by the SPMD partitioner. Needs a mesh of more than one device: "
+        "TF runs it under a TPU/GPU strategy; on a CPU-only host the call raises "
+        "ModuleNotRunnableHereError (tf_ops.runnable) before XLA sees it. Not run here."),
     AllowedTarget(
         "SPMDShardToFullShape", ALL_PLATFORMS, "shard_map on a multi-device mesh, Shardy disabled",
         ALL_PLATFORMS, "As SPMDFullToShardShape."),

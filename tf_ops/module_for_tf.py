@@ -56,6 +56,16 @@ def inline_composites_as_calls(module: ir.Module) -> int:
     return len(composites)
 
 
+def uses_shardy(module: ir.Module) -> bool:
+    """Whether the module holds Shardy ops (`sdy.mesh`, `sdy.sharding_constraint`, ...)."""
+    def walk(op: ir.Operation) -> bool:
+        return any(child.operation.name.startswith("sdy.") or walk(child.operation)
+                   for region in op.regions for block in region.blocks
+                   for child in block.operations)
+
+    return walk(module.operation)
+
+
 def module_bytes_for_tf(mlir_module_serialized: bytes, *,
                         stablehlo_version: str | None = None,
                         checks: Sequence[ModuleCheck] = ()) -> bytes:
@@ -87,4 +97,8 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
         for check in checks:
             check(module)
         inline_composites_as_calls(module)
-        return bytes(jax_extend_mlir.serialize_portable_artifact(module, target))
+        # Shardy ops stay Shardy ("mixed" serialization, as jax.export writes them): serialized
+        # plainly they become frontend attributes that TF turns back into custom calls its
+        # shape refinement cannot refine (polymorphic sharded modules fail, measured).
+        return bytes(jax_extend_mlir.serialize_portable_artifact(module, target,
+                                                                 uses_shardy(module)))

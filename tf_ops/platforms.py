@@ -1,4 +1,4 @@
-"""Which XLA platform TensorFlow will run a module on, and the check against exported platforms."""
+"""Platform names, and which accelerator platforms TensorFlow sees on this host."""
 from __future__ import annotations
 
 import functools
@@ -44,20 +44,3 @@ def tf_accelerator_platforms() -> tuple[str, ...]:
     if tf.config.list_logical_devices("TPU"):
         found.append("tpu")
     return tuple(found)
-
-
-def check_runnable_here(exported_platforms: Sequence[str], platform_check_disabled: bool) -> None:
-    """Raises ValueError when a module cannot run on any device TF has on this host.
-
-    Only the certain case is decided here: a host whose TF sees no accelerator runs the module on
-    CPU, so a module lowered without "cpu" cannot run. With accelerators TF's placement decides,
-    and XlaCallModule itself checks.
-    """
-    if platform_check_disabled or tf_accelerator_platforms():
-        return
-    if "cpu" not in exported_platforms:
-        raise ValueError(
-            f"The module was exported for platforms {tuple(exported_platforms)}, but TensorFlow "
-            f"on this host has only a CPU device, so it would run on 'cpu'. Fix: export with "
-            f"platforms including 'cpu' (e.g. platforms=('cpu', 'cuda')), or run on a host with "
-            f"the exported accelerator.")

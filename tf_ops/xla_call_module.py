@@ -2,6 +2,10 @@
 
 `TfModule` is everything the op needs, computed once per `jax.export.Exported`; `call` builds the
 op from it, eagerly or in a graph. This is the only place that knows the op's attributes.
+
+Modules that this host cannot run (see `runnable`) still build: in a graph the op is preceded by
+a guard that fails with our message only where the module cannot run, so a graph traced on a
+CPU machine for TPU serving saves and serves.
 """
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ import functools
 from typing import Sequence
 
 import jax
+import jax.numpy as jnp
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as _tfxla
 
-from tf_ops import custom_call_check, dtypes, module_for_tf, platforms, versions
+from tf_ops import custom_call_check, dtypes, module_for_tf, platforms, runnable, shardings
+from tf_ops import versions
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
 _CALL_TF_TARGET = "tf.call_tf_function"
@@ -42,6 +48,13 @@ class TfModule:
       out_shapes: static shape of every flat output, None where symbolic (`Sout` attr).
       tf_functions: the TF concrete functions the module calls through the
         `tf.call_tf_function` custom call (`function_list` attr), by index.
+      fun_name: the exported function's name, for messages.
+      nr_devices: the number of devices the module was exported for.
+      multi_device_ops: ops that need a partitioned multi-device run (`runnable`).
+      in_shardings: JAX `HloSharding` (or None: unspecified) of every flat input.
+      out_shardings: JAX `HloSharding` (or None) of every flat output.
+      use_shardy: whether the module holds Shardy ops (`use_shardy_partitioner` attr).
+      problem_here: why TF on this host cannot run the module, with the fix; None if it can.
     """
     module: bytes
     stablehlo_version: str
@@ -53,6 +66,13 @@ class TfModule:
     out_dtypes: tuple[tf.DType, ...]
     out_shapes: tuple[tuple[int | None, ...], ...]
     tf_functions: tuple = ()
+    fun_name: str = "fun"
+    nr_devices: int = 1
+    multi_device_ops: tuple[str, ...] = ()
+    in_shardings: tuple = ()
+    out_shardings: tuple = ()
+    use_shardy: bool = False
+    problem_here: str | None = None
 
     @property
     def platform_check_disabled(self) -> bool:
@@ -66,17 +86,27 @@ def _static_shape(aval) -> tuple[int | None, ...]:
 def tf_module_from_exported(exported: jax.export.Exported, *,
                             stablehlo_version: str | None = None,
                             checks: Sequence[module_for_tf.ModuleCheck] = (),
-                            tf_functions: Sequence = ()) -> TfModule:
-    """Prepares `exported` for TF: checks it can run here and re-serializes its module.
+                            tf_functions: Sequence = (),
+                            in_shardings: Sequence | None = None,
+                            out_shardings: Sequence | None = None) -> TfModule:
+    """Prepares `exported` for TF: checks TF can run it somewhere and re-serializes its module.
 
     Every custom call in the module is checked against our allowlist for the exported platforms
-    (see `custom_call_check`), besides any `checks` given.
+    (see `custom_call_check`), besides any `checks` given. Whether this host can run it is
+    recorded in `problem_here`, and raised only when the op would run (see `call`).
+
+    Args:
+      exported: the module.
+      stablehlo_version: the consuming TF's StableHLO version (None: the installed TF's).
+      checks: more checks run on the parsed module.
+      in_shardings, out_shardings: JAX `HloSharding` (or None) per flat input / output, put on
+        XlaSharding ops around the call in graphs; None: no sharding ops.
 
     Raises:
       custom_call_check.CustomCallNotAllowedError: a custom call TF cannot run (listing each
         target, where it comes from, and how to override).
-      ValueError: the calling convention, device count, effects or platforms cannot run in the
-        installed TensorFlow on this host (the message names both sides and the fix).
+      ValueError: the calling convention or effects cannot run in the installed TensorFlow (the
+        message names both sides and the fix).
 
     Example:
         >>> exp = jax.export.export(jax.jit(jnp.sin))(jax.ShapeDtypeStruct((3,), "float32"))
@@ -84,10 +114,6 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         >>> call(tf_module, [tf.ones(3)])
     """
     versions.check_calling_convention_supported(exported.calling_convention_version)
-    if exported.nr_devices != 1:
-        raise ValueError(
-            f"'{exported.fun_name}' was exported for {exported.nr_devices} devices; XlaCallModule "
-            f"in TF runs single-device modules here. Fix: export without a multi-device mesh.")
     effects = [e for e in list(exported.ordered_effects) + list(exported.unordered_effects)
                if type(e).__name__ not in _CALL_TF_EFFECTS]
     if effects:
@@ -95,16 +121,22 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
             f"'{exported.fun_name}' has effects {effects} (e.g. host callbacks or debug prints) "
             f"that TensorFlow cannot run. Fix: remove jax.debug/io_callback calls before export.")
     disabled = tuple(str(c) for c in exported.disabled_safety_checks)
-    platforms.check_runnable_here(exported.platforms, _PLATFORM_CHECK in disabled)
     target = stablehlo_version or versions.tf_stablehlo_version()
     allowlist_check = functools.partial(custom_call_check.check_custom_calls,
                                         platforms=exported.platforms,
                                         disabled_checks=exported.disabled_safety_checks)
     tf_calls_check = functools.partial(_check_tf_function_calls, name=exported.fun_name,
                                        n_functions=len(tf_functions))
-    module = module_for_tf.module_bytes_for_tf(exported.mlir_module_serialized,
-                                               stablehlo_version=target,
-                                               checks=(allowlist_check, tf_calls_check, *checks))
+    multi_device, shardy = [], []
+
+    def record(module) -> None:
+        multi_device.extend(runnable.multi_device_ops(module))
+        shardy.append(module_for_tf.uses_shardy(module))
+
+    module = module_for_tf.module_bytes_for_tf(
+        exported.mlir_module_serialized, stablehlo_version=target,
+        checks=(allowlist_check, tf_calls_check, record, *checks))
+    n_in, n_out = len(exported.in_avals), len(exported.out_avals)
     return TfModule(
         module=module,
         stablehlo_version=target,
@@ -116,6 +148,16 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         out_dtypes=tuple(dtypes.to_tf_dtype(a.dtype) for a in exported.out_avals),
         out_shapes=tuple(_static_shape(a) for a in exported.out_avals),
         tf_functions=tuple(tf_functions),
+        fun_name=exported.fun_name,
+        nr_devices=exported.nr_devices,
+        multi_device_ops=tuple(multi_device),
+        in_shardings=tuple(in_shardings) if in_shardings is not None else (None,) * n_in,
+        out_shardings=tuple(out_shardings) if out_shardings is not None else (None,) * n_out,
+        # As the module was lowered (its ops say so, whatever JAX's setting is now).
+        use_shardy=shardy[0],
+        problem_here=runnable.problem_here(exported.fun_name, exported.platforms,
+                                           exported.nr_devices, tuple(multi_device),
+                                           _PLATFORM_CHECK in disabled),
     )
 
 
@@ -146,10 +188,53 @@ def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor]) -> list[tf.Tensor]
     """Builds (in a graph) or runs (eagerly) the XlaCallModule op on all flat inputs.
 
     `args_flat` holds one tensor per exported input, already of the exported dtypes; the inputs
-    the module dropped are skipped here.
+    the module dropped are skipped here. In a graph, inputs and outputs with a declared sharding
+    pass through XlaSharding ops, and a module this host cannot run gets a guard that fails with
+    `problem_here` when executed on a platform where the module cannot run.
+
+    Raises:
+      ValueError: eagerly, when `problem_here` says this host cannot run the module.
     """
+    eager = tf.executing_eagerly()
+    if eager and tf_module.problem_here:
+        raise ValueError(tf_module.problem_here)
     kept = [args_flat[i] for i in tf_module.kept_var_idx]
-    outputs = _tfxla.call_module(
+    guards = []
+    if not eager:
+        kept = shardings.shard_all(kept, [tf_module.in_shardings[i]
+                                          for i in tf_module.kept_var_idx],
+                                   shardy=tf_module.use_shardy)
+        if tf_module.problem_here:
+            guards.append(_guard(tf_module))
+    with tf.control_dependencies(guards):
+        outputs = _call_module(tf_module, kept)
+    if not eager:
+        outputs = shardings.shard_all(outputs, tf_module.out_shardings, shardy=tf_module.use_shardy)
+    return list(outputs)
+
+
+# Node attributes recording what a reader of the graph cannot get from the module without JAX
+# (TF's Python MLIR cannot parse Shardy modules): saved_model_tools.inspect reads them.
+DEVICES_ATTR = "_jax2tf_native_devices"
+MULTI_DEVICE_OPS_ATTR = "_jax2tf_native_multi_device_ops"
+
+
+def _call_module(tf_module: TfModule, kept: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    outputs = _call_module_op(tf_module, kept)
+    if tf_module.nr_devices > 1 and outputs and not tf.executing_eagerly():
+        op = outputs[0].op
+        # Private TF: Operation._set_attr is the only way to add a node attribute after the
+        # op is built (attributes starting with "_" are kept by SavedModels and ignored by
+        # kernels); pinned by tests/tf_ops/test_shardings.py.
+        op._set_attr(DEVICES_ATTR, tf.compat.v1.AttrValue(i=tf_module.nr_devices))
+        op._set_attr(MULTI_DEVICE_OPS_ATTR, tf.compat.v1.AttrValue(
+            list=tf.compat.v1.AttrValue.ListValue(
+                s=[name.encode() for name in tf_module.multi_device_ops])))
+    return outputs
+
+
+def _call_module_op(tf_module: TfModule, kept: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    return _tfxla.call_module(
         kept,
         version=tf_module.calling_convention_version,
         module=tf_module.module,
@@ -160,8 +245,29 @@ def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor]) -> list[tf.Tensor]
         # Tokens are not used from calling convention 9 on, and real ones are needed before.
         has_token_input_output=False,
         function_list=_add_to_graph(tf_module),
-        # Modules are single-device here (checked above), so the partitioner choice is moot;
-        # False keeps TF from expecting Shardy attributes JAX did not write.
-        use_shardy_partitioner=False,
+        use_shardy_partitioner=tf_module.use_shardy,
     )
-    return list(outputs)
+
+
+@functools.cache
+def _platform_probe() -> TfModule:
+    """A module for every platform returning the index in JAX_PLATFORMS of the one it runs on."""
+    branches = {p: (lambda i=i: jnp.int32(i)) for i, p in enumerate(platforms.JAX_PLATFORMS)}
+    exported = jax.export.export(jax.jit(lambda: jax.lax.platform_dependent(**branches)),
+                                 platforms=platforms.JAX_PLATFORMS)()
+    return tf_module_from_exported(exported)
+
+
+def _guard(tf_module: TfModule) -> tf.Operation:
+    """An op failing with `problem_here` unless the graph runs on a platform that may run it.
+
+    The platform is asked at run time from a tiny module lowered for every platform, so a graph
+    traced here and served on a TPU passes the guard there. Inside `jit_compile=True` XLA drops
+    asserts; there XlaCallModule's own platform check reports instead.
+    """
+    may_run = runnable.platforms_that_may_run(tf_module.platforms)
+    index = _call_module(_platform_probe(), [])[0]
+    allowed = tf.constant([platforms.JAX_PLATFORMS.index(p) for p in may_run], tf.int32)
+    ok = tf.reduce_any(tf.equal(index, allowed))
+    return tf.debugging.Assert(ok, [tf.constant(tf_module.problem_here)],
+                               name="jax2tf_native_runnable_here")

@@ -1,0 +1,47 @@
+"""Sharded (multi-device) conversions, checked in one subprocess with 2 CPU devices for JAX.
+
+The main pytest process keeps its single device (other tests assume it), so the checks live in
+tests/multi_device/sharded_checks.py, run once per session with
+XLA_FLAGS=--xla_force_host_platform_device_count=2 and Shardy on and off; each test here asserts
+that its check passed, and shows the check's traceback when not.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_CHECKS = Path(__file__).parent / "multi_device" / "sharded_checks.py"
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sharded")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               PYTHONPATH=str(_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, str(_CHECKS), str(out / "results.json"), str(out)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and (out / "results.json").is_file(), proc.stderr[-4000:]
+    return json.loads((out / "results.json").read_text())
+
+
+_BOTH = ["check_jit_in_out_shardings", "check_constraints_and_nested_jits",
+         "check_gradients_of_sharded_function", "check_polymorphic_batch",
+         "check_shard_map_converts_but_runs_only_on_its_devices",
+         "check_single_device_mesh_runs", "check_tpu_module_builds_saves_and_fails_only_when_run"]
+# SavedModel checks (each verify is a child process) run with Shardy, JAX's default, only.
+_SHARDY_ONLY = ["check_flax_nnx_model", "check_saved_model_keeps_shardings",
+                "check_save_exported_keeps_shardings",
+                "check_saved_model_for_tpu_saves_and_verify_says_it_cannot_run_here"]
+
+
+@pytest.mark.parametrize("key", [f"{n}[shardy={s}]" for s in ("on", "off") for n in _BOTH]
+                         + [f"{n}[shardy=on]" for n in _SHARDY_ONLY])
+def test_sharded(results, key):
+    assert key in results, f"{key} did not run; ran: {sorted(results)}"
+    if results[key].startswith("skipped: "):
+        pytest.skip(results[key])
+    assert results[key] == "ok", f"{key} failed in the 2-device subprocess:\n{results[key]}"
