@@ -13,7 +13,7 @@ import jax
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as _tfxla
 
-from tf_ops import custom_call_check, dtypes, module_for_tf, platforms, versions
+from tf_ops import custom_call_check, dtypes, module_for_tf, platforms, tf_targets, versions
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
 
@@ -54,8 +54,13 @@ def _static_shape(aval) -> tuple[int | None, ...]:
 
 def tf_module_from_exported(exported: jax.export.Exported, *,
                             stablehlo_version: str | None = None,
-                            checks: Sequence[module_for_tf.ModuleCheck] = ()) -> TfModule:
+                            checks: Sequence[module_for_tf.ModuleCheck] = (),
+                            target: tf_targets.TfTarget | None = None) -> TfModule:
     """Prepares `exported` for TF: checks it can run here and re-serializes its module.
+
+    With `target` (a measured TF version, see `tf_targets`) the module must also run there: its
+    calling convention must be one that TF runs, and it is written in that TF's StableHLO
+    version unless `stablehlo_version` says otherwise.
 
     Every custom call in the module is checked against our allowlist for the exported platforms
     (see `custom_call_check`), besides any `checks` given.
@@ -63,6 +68,9 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     Raises:
       custom_call_check.CustomCallNotAllowedError: a custom call TF cannot run (listing each
         target, where it comes from, and how to override).
+      tf_targets.TargetTfError: `target` cannot run the module (calling convention, or an op
+        that its StableHLO version lacks); the message names it, the oldest TF that runs it
+        and the fix.
       ValueError: the calling convention, device count, effects or platforms cannot run in the
         installed TensorFlow on this host (the message names both sides and the fix).
 
@@ -71,6 +79,9 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         >>> tf_module = tf_module_from_exported(exp)
         >>> call(tf_module, [tf.ones(3)])
     """
+    if target is not None:
+        target.check_calling_convention(exported.calling_convention_version,
+                                        f"'{exported.fun_name}'")
     versions.check_calling_convention_supported(exported.calling_convention_version)
     if exported.nr_devices != 1:
         raise ValueError(
@@ -83,16 +94,18 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
             f"that TensorFlow cannot run. Fix: remove jax.debug/io_callback calls before export.")
     disabled = tuple(str(c) for c in exported.disabled_safety_checks)
     platforms.check_runnable_here(exported.platforms, _PLATFORM_CHECK in disabled)
-    target = stablehlo_version or versions.tf_stablehlo_version()
+    stablehlo = (stablehlo_version or (target.stablehlo_version if target else None)
+                 or versions.tf_stablehlo_version())
     allowlist_check = functools.partial(custom_call_check.check_custom_calls,
                                         platforms=exported.platforms,
                                         disabled_checks=exported.disabled_safety_checks)
     module = module_for_tf.module_bytes_for_tf(exported.mlir_module_serialized,
-                                               stablehlo_version=target,
-                                               checks=(allowlist_check, *checks))
+                                               stablehlo_version=stablehlo,
+                                               checks=(allowlist_check, *checks),
+                                               target_tf=target.version if target else None)
     return TfModule(
         module=module,
-        stablehlo_version=target,
+        stablehlo_version=stablehlo,
         calling_convention_version=exported.calling_convention_version,
         platforms=tuple(p.upper() for p in exported.platforms),
         disabled_checks=disabled,
