@@ -40,6 +40,38 @@ def _composite_ops(module: ir.Module) -> list[ir.Operation]:
     return found
 
 
+_SOURCE_RE = re.compile(r'"([^"]+\.py)":(\d+)')
+
+
+def _user_source(location: str) -> str:
+    """The first "file.py:line" of a location outside JAX and this library, else ""."""
+    for path, line in _SOURCE_RE.findall(location):
+        if not any(part in path for part in ("/jax2tf_native/", "/jax/", "/tf_ops/",
+                                             "/tensorflow/", "/keras/")):
+            return f"{path}:{line}"
+    return ""
+
+
+def _op_summaries(module: ir.Module):
+    """(name, attribute names, element types of operands/results, source "file:line") per op."""
+    def element_type(t: ir.Type) -> str:
+        element = getattr(t, "element_type", None)  # MLIR's Python API downcasts shaped types
+        return str(element) if element is not None else str(t)
+
+    def walk(op: ir.Operation):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    types = ({element_type(v.type) for v in child.operands}
+                             | {element_type(v.type) for v in child.results})
+                    names = {child.attributes[i].name for i in range(len(child.attributes))}
+                    yield child.name, names, types, _user_source(str(child.location))
+                    yield from walk(child)
+
+    return walk(module.operation)
+
+
 def inline_composites_as_calls(module: ir.Module) -> int:
     """Replaces every `stablehlo.composite` by a `func.call` of its decomposition.
 
@@ -96,6 +128,8 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
         for check in checks:
             check(module)
         inline_composites_as_calls(module)
+        if target_tf is not None:
+            tf_targets.check_features(_op_summaries(module), tf_targets.resolve(target_tf))
         try:
             return bytes(jax_extend_mlir.serialize_portable_artifact(module, target))
         except Exception as e:  # jaxlib raises its own error types for an illegal op
@@ -139,9 +173,10 @@ def _too_new_error(module: ir.Module, message: str, version: str,
     readers = [target_tf] if target_tf else tf_targets.targets_reading(version)
     consumer = (f"TF {' / '.join(readers)} (StableHLO {version})" if readers
                 else f"StableHLO {version}")
-    fix = (f"Fix: target_tf='{oldest.version}' or newer (the oldest TF that runs it; the serving "
-           f"TF must be at least that), or avoid that op/type in the exported function."
-           if oldest else "Fix: avoid that op/type; no measured TF version reads it.")
+    fix = (f"Fix: target_tf='{oldest.version}' or newer (the oldest TF whose StableHLO version "
+           f"can express it; the serving TF must be at least that), or avoid that op/type in "
+           f"the exported function." if oldest
+           else "Fix: avoid that op/type; no measured TF version reads it.")
     return tf_targets.TargetTfError(
         f"The module uses {what}{f' at {where}' if where else ''}, which {consumer} cannot "
         f"read, so it cannot be written for that TF. {fix}")

@@ -69,9 +69,14 @@ class TfTarget:
 
 
 @functools.cache
+def _table() -> dict:
+    return json.loads(TARGETS_FILE.read_text())
+
+
+@functools.cache
 def measured_targets() -> dict[str, TfTarget]:
     """{"2.17": TfTarget, ...} from tf_ops/data/tf_targets.json, oldest first."""
-    raw = json.loads(TARGETS_FILE.read_text())
+    raw = _table()
     targets = {v: TfTarget(v, t["measured_release"], t["stablehlo_version"],
                            int(t["max_calling_convention"]))
                for v, t in raw["targets"].items()}
@@ -144,3 +149,93 @@ def targets_reading(stablehlo_version: str) -> list[str]:
     """Measured TF versions whose current StableHLO version is exactly `stablehlo_version`."""
     return [t.version for t in measured_targets().values()
             if t.stablehlo_version == stablehlo_version]
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    """Something in a module that some TF versions cannot run, keyed by its probe in the table.
+
+    Attributes:
+      probe: the probe's name in tf_targets.json (measured per TF by tools/tf_version_matrix.py).
+      what: how the error names it (the op or type, and the JAX code that makes it).
+      element_types: MLIR element types that mark it, e.g. "f8E4M3".
+      op: the op that marks it (with `attribute`), e.g. "stablehlo.dot_general".
+      attribute: an attribute name that marks it on `op` (or on any op when `op` is empty).
+    """
+    probe: str
+    what: str
+    element_types: tuple[str, ...] = ()
+    op: str = ""
+    attribute: str = ""
+
+    def matches(self, op_name: str, attribute_names, element_types) -> bool:
+        if any(t in element_types for t in self.element_types):
+            return True
+        return bool(self.attribute) and (not self.op or op_name == self.op) and (
+            self.attribute in attribute_names)
+
+
+# Only probes that some measured TF fails need a detector; the table says which TF runs each.
+FEATURES = (
+    Feature("float8_e4m3", "type f8E4M3 (jnp.float8_e4m3)", element_types=("f8E4M3",)),
+    Feature("float8_e4m3fn", "type f8E4M3FN (jnp.float8_e4m3fn)", element_types=("f8E4M3FN",)),
+    Feature("float8_e8m0fnu", "type f8E8M0FNU (jnp.float8_e8m0fnu)",
+            element_types=("f8E8M0FNU",)),
+    Feature("float4_e2m1fn", "type f4E2M1FN (jnp.float4_e2m1fn)", element_types=("f4E2M1FN",)),
+    Feature("dot_algorithm", "stablehlo.dot_general with a dot algorithm (lax.dot / jnp.matmul "
+            "with precision=lax.DotAlgorithmPreset...)", op="stablehlo.dot_general",
+            attribute="algorithm"),
+    Feature("exp_accuracy", "an op with result_accuracy (lax.exp / log / tanh ... with "
+            "accuracy=)", attribute="result_accuracy"),
+)
+
+
+def probe_status(target: TfTarget, probe: str) -> str | None:
+    """The measured status of `probe` in `target` ("ok", "error", "crash", "cannot be
+    written", ...), None when the table has no measurement."""
+    return _table()["targets"].get(target.version, {}).get("probes", {}).get(probe)
+
+
+def oldest_running(probe: str) -> str | None:
+    """The oldest measured TF from which every newer measured TF runs `probe`."""
+    oldest = None
+    for version in reversed(list(measured_targets())):
+        if probe_status(measured_targets()[version], probe) != "ok":
+            break
+        oldest = version
+    return oldest
+
+
+def check_features(ops, target: TfTarget) -> None:
+    """Raises TargetTfError for the first op with a `Feature` that `target` does not run.
+
+    Args:
+      ops: (op name, attribute names, element types of its operands and results, location)
+        for every op of the module.
+      target: the TF the module is written for.
+    """
+    failing = [f for f in FEATURES if probe_status(target, f.probe) not in (None, "ok")]
+    if not failing:
+        return
+    for op_name, attribute_names, types, location in ops:
+        for feature in failing:
+            if feature.matches(op_name, attribute_names, types):
+                oldest = oldest_running(feature.probe)
+                fix = (f"Fix: target_tf='{oldest}' or newer (the oldest TF measured to run it), "
+                       f"or avoid it in the exported function." if oldest else
+                       "Fix: avoid it in the exported function; no measured TF runs it.")
+                status = probe_status(target, feature.probe)
+                how = _HOW_IT_FAILS.get(status, f"fails there ({status})").format(
+                    stablehlo=target.stablehlo_version)
+                raise TargetTfError(
+                    f"The module uses {feature.what}{f' at {location}' if location else ''}, "
+                    f"which TF {target.version} cannot run: {how} (measured by "
+                    f"tools/tf_version_matrix.py). {fix}")
+
+
+_HOW_IT_FAILS = {
+    "cannot be written": "JAX cannot write it in StableHLO {stablehlo}, the version it reads",
+    "crash": "it crashes the TF process",
+    "error": "TF's XlaCallModule fails on it",
+    "mismatch": "it runs but its results differ from JAX's",
+}

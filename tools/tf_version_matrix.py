@@ -71,7 +71,9 @@ def _probes() -> dict:
         "eigh": (lambda a: jnp.linalg.eigh(a + a.T)[0], x),
         "float8_e4m3fn": (lambda v: v.astype(jnp.float8_e4m3fn).astype(jnp.float32), x),
         "float8_e4m3": (lambda v: v.astype(jnp.float8_e4m3).astype(jnp.float32), x),
-        "float8_e8m0fnu": (lambda v: v.astype(jnp.float8_e8m0fnu).astype(jnp.float32), x),
+        # Unsigned exponent-only type: negative inputs become NaN, which never compares equal.
+        "float8_e8m0fnu": (lambda v: v.astype(jnp.float8_e8m0fnu).astype(jnp.float32),
+                           np.abs(x) + np.float32(0.125)),
         "float4_e2m1fn": (lambda v: v.astype(jnp.float4_e2m1fn).astype(jnp.float32), x),
         "dot_algorithm": (lambda v: jax.lax.dot(
             v, v, precision=jax.lax.DotAlgorithmPreset.F32_F32_F32), x),
@@ -80,7 +82,7 @@ def _probes() -> dict:
     }
 
 # Runs inside each TF venv: only TF and numpy. Kept as text so it can be written into the venv.
-RUNNER = textwrap.dedent('''
+RUNNER = textwrap.dedent(r'''
     """Runs prepared back-compat payloads through XlaCallModule (TF + numpy only)."""
     import inspect, json, os, pathlib, re, sys
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -271,13 +273,27 @@ def prepare_probes(payload: pathlib.Path, info: dict) -> dict:
         except Exception as e:  # what JAX cannot write for this TF is a result, not a failure
             cannot[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
             continue
-        directory = payload / f"probe_{name}"
+        # One payload per probe: each runs in its own process, since a probe may crash TF
+        # (measured: dot_algorithm segfaults TF 2.18).
+        directory = payload / name / f"probe_{name}"
         directory.mkdir(parents=True)
         np.savez(directory / "data.npz", in_0=x, out_0=np.asarray(jax.jit(fn)(x)))
         (directory / f"{PROBE_FORM}.bin").write_bytes(blob)
         meta = _form_meta(exported, stablehlo=info["stablehlo_current"], rtol=1e-5, atol=1e-5)
         (directory / f"{PROBE_FORM}.json").write_text(json.dumps(meta))
     return cannot
+
+
+def run_probe(python: pathlib.Path, runner: pathlib.Path, payload: pathlib.Path) -> dict:
+    """Runs one probe's payload in its own process; a crash is recorded as status "crash"."""
+    proc = subprocess.run([str(python), str(runner), "run", str(payload)],
+                          capture_output=True, text=True)
+    if proc.returncode == 0:
+        return json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1][:200]
+    return {f"probe_{payload.name}": {PROBE_FORM: {
+        "status": "crash", "detail": f"process exited with {proc.returncode}: {last}",
+        "version": None, "stablehlo": None}}}
 
 
 def targets_table(report: dict) -> dict:
@@ -366,7 +382,7 @@ def write_markdown(report: dict, path: pathlib.Path) -> None:
               "tried).", "",
               "| artifact | " + " | ".join(f"TF {v}" for v in versions) + " | TF expected |",
               "|---|" + "---|" * (len(versions) + 1)]
-    short = {"ok": "ok", "error": "err", "mismatch": "mism"}
+    short = {"ok": "ok", "error": "err", "mismatch": "mism", "crash": "crash"}
     for name in report["artifacts"]:
         cells = []
         for v in versions:
@@ -447,13 +463,18 @@ def main(argv=None) -> int:
              f"convention <= {info['max_calling_convention']}")
         payload = args.cache_dir / f"payload-{version}"
         notes = prepare_payload(payload, info)
-        report["probes_not_written"][version] = prepare_probes(payload, info)
+        probe_payload = args.cache_dir / f"probes-{version}"
+        if probe_payload.exists():
+            shutil.rmtree(probe_payload)
+        report["probes_not_written"][version] = prepare_probes(probe_payload, info)
         report["notes"].update({f"TF {version}: {k}": v for k, v in notes.items()})
         proc = subprocess.run([str(python), str(runner), "run", str(payload)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"runner failed in TF {version}:\n{proc.stderr[-3000:]}")
         report["tf"][version] = json.loads(proc.stdout.strip().splitlines()[-1])
+        for probe in sorted(probe_payload.iterdir()) if probe_payload.exists() else ():
+            report["tf"][version]["results"].update(run_probe(python, runner, probe))
         ok = sum(1 for r in report["tf"][version]["results"].values()
                  for f in r.values() if f["status"] == "ok")
         _log(f"TF {version}: {ok} artifact and probe forms ran and matched")
