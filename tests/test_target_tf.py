@@ -250,6 +250,8 @@ def test_export_command_takes_target_tf(tmp_path, monkeypatch):
     report = inspect_lib.inspect_saved_model(str(tmp_path / "out/1"))
     assert {m.calling_convention_version for m in report.modules} == {9}
     assert {m.stablehlo_version for m in report.modules} == {"1.9.1"}
+    assert report.tf_support.oldest_tf == "2.19"  # 2.18 reads StableHLO up to 1.7.3 only
+    assert "written for TF 2.19 (target_tf; StableHLO 1.9.1)" in report.format()
 
 
 def test_verify_tf_rejects_a_malformed_version(tmp_path, capsys):
@@ -257,3 +259,19 @@ def test_verify_tf_rejects_a_malformed_version(tmp_path, capsys):
     code = cli.main(["verify", str(tmp_path), "--tf", "two"])
     assert code == 2
     assert "--tf expects a TensorFlow major.minor version such as 2.19" in capsys.readouterr().err
+
+
+def test_tf_env_is_reused_once_built(tmp_path, monkeypatch):
+    from saved_model_tools import tf_envs
+    monkeypatch.setenv("JAX2TF_NATIVE_TF_ENVS", str(tmp_path))
+    assert tf_envs.cache_dir() == tmp_path
+    venv = tmp_path / "tf-2.19"
+    (venv / "bin").mkdir(parents=True)
+    assert not tf_envs.is_ready("2.19")
+    (venv / ".installed").write_text("tensorflow 2.19.1\n")
+    lines = []
+    assert tf_envs.ensure_tf_env("2.19", progress=lines.append) == venv / "bin" / "python"
+    assert lines == []  # nothing built, nothing printed
+    for bad in ("2", "two", "3.1", 2.19):
+        with pytest.raises(ValueError, match="major.minor version such as 2.19"):
+            tf_envs.check_version(bad)

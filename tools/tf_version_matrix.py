@@ -404,7 +404,9 @@ def write_markdown(report: dict, path: pathlib.Path) -> None:
                         | {p for v in versions for p in report["probes_not_written"].get(v, {})})
         lines += ["", "## Probes: exported as `target_tf` exports them", "",
                   "`ok` ran and matched JAX; `not written`: JAX cannot serialize it at that TF's "
-                  "StableHLO version, so `target_tf` refuses it at export (TargetTfError).", "",
+                  "StableHLO version; `err` / `mism` / `crash`: that TF fails, computes other "
+                  "values, or crashes. `target_tf` refuses all but `ok` at export "
+                  "(TargetTfError), for the probes tf_ops.tf_targets.FEATURES detects.", "",
                   "| probe | " + " | ".join(f"TF {v}" for v in versions) + " |",
                   "|---|" + "---|" * len(versions)]
         for probe in probes:

@@ -45,17 +45,24 @@ def tf219_python():
     return tf_envs.ensure_tf_env(TARGET, progress=lambda line: print(f"[tf {TARGET}] {line}"))
 
 
+@pytest.fixture(scope="module")
+def model_for_219(tmp_path_factory):
+    path = tmp_path_factory.mktemp("target_tf") / "m"
+    record = saved_model_tools.save(path, model, PARAMS, [EXAMPLE],
+                                    polymorphic_shapes=["(b, 3)"], input_names=["x"],
+                                    target_tf=TARGET)
+    return path, record
+
+
 def _checked_paths(report):
     return {(c.path, c.expected) for c in report.checks}
 
 
-def test_model_for_tf_219_is_served_by_tf_219(tmp_path, tf219_python):
-    record = saved_model_tools.save(tmp_path / "m", model, PARAMS, [EXAMPLE],
-                                    polymorphic_shapes=["(b, 3)"], input_names=["x"],
-                                    target_tf=TARGET)
+def test_model_for_tf_219_is_served_by_tf_219(model_for_219, tf219_python):
+    path, record = model_for_219
     assert record.target_tf == TARGET and record.stablehlo_version == "1.9.1"
-    assert manifest.read(tmp_path / "m").target_tf == TARGET
-    report = verify.verify(tmp_path / "m", python=tf219_python)
+    assert manifest.read(path).target_tf == TARGET
+    report = verify.verify(path, python=tf219_python)
     assert report.tensorflow_version.startswith(TARGET + "."), report.tensorflow_version
     assert report.ok, report.format()
     assert not report.jax_imported
@@ -80,18 +87,17 @@ def test_exported_artifact_saved_for_tf_219_is_served_by_tf_219(tmp_path, tf219_
         exported = jax.export.export(jax.jit(model), **kwargs)(
             PARAMS, jax.ShapeDtypeStruct((b, 3), jnp.float32))
     assert exported.calling_convention_version == 10
-    saved_model_tools.save_exported(tmp_path / "m", exported.serialize(vjp_order=1),
+    # No gradient: the VJP that serialize(vjp_order=1) exports uses JAX's LAPACK lowering.
+    saved_model_tools.save_exported(tmp_path / "m", exported.serialize(),
                                     params=PARAMS, example_args=[EXAMPLE], input_names=["x"],
-                                    target_tf=TARGET)
+                                    with_gradient=False, target_tf=TARGET)
     report = verify.verify(tmp_path / "m", python=tf219_python)
     assert report.tensorflow_version.startswith(TARGET + ".")
     assert report.ok, report.format()
 
 
-def test_cli_verify_tf_runs_in_that_tf(tmp_path, tf219_python, capsys):
-    saved_model_tools.save(tmp_path / "m", model, PARAMS, [EXAMPLE],
-                           polymorphic_shapes=["(b, 3)"], target_tf=TARGET)
-    code = cli.main(["verify", str(tmp_path / "m"), "--tf", TARGET])
+def test_cli_verify_tf_runs_in_that_tf(model_for_219, tf219_python, capsys):
+    code = cli.main(["verify", str(model_for_219[0]), "--tf", TARGET])
     out = capsys.readouterr().out
     assert code == verify.EXIT_PASSED, out
     assert f"with TF {TARGET}." in out and "PASSED" in out
