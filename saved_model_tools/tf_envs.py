@@ -5,7 +5,7 @@ runs there is to run it there. `ensure_tf_env("2.19")` creates, once, a venv und
 directory (`$JAX2TF_NATIVE_TF_ENVS`, default `~/.cache/jax2tf_native/tf_envs`, shared with
 tools/tf_version_matrix.py) and installs `tensorflow-cpu==2.19.*` into it from the package index
 with pip; later calls reuse it. Building takes one to a few minutes (measured on the 2-core CI
-machine: 73 s for TF 2.19 with pip's cache warm). A lock serializes concurrent builders, and a
+machine: 73-119 s for TF 2.19 with pip's cache warm). A lock serializes concurrent builders, and a
 build that died half way is started again.
 
 Example:

@@ -233,7 +233,8 @@ def verify(saved_model_dir: str | Path, *, batch_sizes: Sequence[int] | None = N
         try:
             # -I: no PYTHON* variables, no user site-packages, no current directory on sys.path.
             proc = subprocess.run(
-                [str(python or sys.executable), "-I", "-c", _CHILD_BOOTSTRAP, str(_PROJECT_ROOT), str(request)],
+                [str(python or sys.executable), "-I", "-c", _CHILD_BOOTSTRAP, str(_PROJECT_ROOT),
+                 str(request)],
                 capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise VerifyError(f"verifying {directory} took over {timeout:.0f} s; the child "

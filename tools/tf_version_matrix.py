@@ -256,7 +256,8 @@ def prepare_probes(payload: pathlib.Path, info: dict) -> dict:
     import numpy as np
     from jax2tf_native import linalg_portable
     from tf_ops import module_for_tf
-    cc = min(info["max_calling_convention"] or 0, jax.export.maximum_supported_calling_convention_version)
+    cc = min(info["max_calling_convention"] or 0,
+             jax.export.maximum_supported_calling_convention_version)
     cannot = {}
     for name, (fn, x) in _probes().items():
         previous = jax.config.jax_export_calling_convention_version
