@@ -15,6 +15,7 @@ from jax2tf_native import (differentiable, errors, export_cache, exporting, grad
                            poly_specs, shardings, tf_args, tf_runner, vjp_functions)
 from jax2tf_native.differentiable import DifferentiableFunction
 from tf_ops import platforms as tf_platforms
+from tf_ops import tf_targets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
             residual_policy: Callable | None = None,
             linalg: str = "portable",
             stablehlo_version: str | None = None,
+            target_tf: str | None = None,
             cache_size: int = export_cache.DEFAULT_CACHE_SIZE,
             native_serialization: bool = True, enable_xla: bool = True) -> Callable:
     """Converts a JAX function into one that takes and returns TF tensors.
@@ -94,8 +96,13 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         XLA runs (JAX's CPU lowering uses LAPACK custom calls TF lacks); "native": JAX's own
         lowering, for modules that run back in JAX. Non-portable primitives (eig, schur, ...)
         fail at export with `NonPortableLinalgError`.
-      stablehlo_version: the StableHLO version of the TF that will run the module (e.g.
-        "1.13.7"); default the installed TF's.
+      stablehlo_version: for experts: the StableHLO version to write (e.g. "1.13.7"); default
+        the target TF's. Prefer `target_tf`, which also picks the calling convention.
+      target_tf: the TensorFlow version that will run the modules, "2.17" ... "2.21" (default:
+        the installed TF): picks the XlaCallModule calling convention and the StableHLO version
+        that TF runs, from the table measured by tools/tf_version_matrix.py. What that TF
+        cannot read fails at export with `TargetTfError` naming the op and the oldest TF that
+        runs it. E.g. target_tf="2.19" for a TF Serving fleet on TF 2.19.
       cache_size: how many exports a converted function keeps for eager calls (LRU).
       native_serialization: accepted for jax2tf compatibility; any value other than True is
         ignored with a DeprecationWarning, as jax2tf does (serialization is always native).
@@ -108,6 +115,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
     Raises:
       TypeError: `fun` is not callable, or an option has the wrong type.
       ValueError: an option is invalid (the message says which and how to fix it).
+      TargetTfError (at the first call): `target_tf` cannot run the function's module.
 
     Example:
         >>> f_tf = convert(lambda x: jnp.sin(x) * 2, polymorphic_shapes=["(b, 3)"])
@@ -135,6 +143,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         raise TypeError(f"with_gradient must be True or False, got {with_gradient!r}.")
     if isinstance(polymorphic_constraints, str):
         polymorphic_constraints = (polymorphic_constraints,)
+    target = tf_targets.resolve(target_tf)
     options = _Options(
         polymorphic_shapes=polymorphic_shapes,
         constraints=tuple(polymorphic_constraints),
@@ -149,8 +158,8 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
                 platforms if platforms is not None else native_serialization_platforms),
             disabled_checks=exporting.canonical_disabled_checks(
                 disabled_checks or native_serialization_disabled_checks),
-            stablehlo_version=stablehlo_version,
-            linalg=exporting.check_linalg_mode(linalg)),
+            stablehlo_version=tf_targets.target_stablehlo_version(target, stablehlo_version),
+            linalg=exporting.check_linalg_mode(linalg), target_tf=target),
     )
     poly_specs.make_scope(options.constraints)  # Reject malformed constraints now.
     return _Converted(fun, options, cache_size)

@@ -37,6 +37,8 @@ class ModuleNotRunnableHereError(ExportedModuleError):
 
 # Raised when an exported module holds a custom call TF cannot run; defined with the allowlist.
 from tf_ops.custom_call_check import CustomCallNotAllowedError  # noqa: E402,F401
+# Raised when a module cannot be written for, or run by, the requested `target_tf`.
+from tf_ops.tf_targets import TargetTfError  # noqa: E402,F401
 
 
 def __getattr__(name):

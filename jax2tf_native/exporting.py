@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from tf_ops import versions
+from tf_ops import tf_targets, versions
 
 logger = logging.getLogger("jax2tf_native")
 
@@ -36,10 +36,13 @@ def canonical_disabled_checks(checks: Sequence[Any]) -> tuple[jax.export.Disable
     return tuple(result)
 
 
-def negotiated_calling_convention_version() -> int:
-    """The newest calling convention both the installed JAX writes and TF runs."""
+def negotiated_calling_convention_version(target_max: int | None = None) -> int:
+    """The newest calling convention the installed JAX writes, the installed TF runs, and (when
+    given) the target TF runs (`target_max`, from `tf_ops.tf_targets`)."""
     jax_version = jax.config.jax_export_calling_convention_version
     tf_max = versions.tf_maximum_calling_convention_version()
+    if target_max is not None:
+        tf_max = min(tf_max, target_max)
     if jax_version <= tf_max:
         return jax_version
     if tf_max < jax.export.minimum_supported_calling_convention_version:
@@ -66,20 +69,22 @@ def check_linalg_mode(linalg: str) -> str:
 def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
            platforms: Sequence[str] | None,
            disabled_checks: Sequence[jax.export.DisabledSafetyCheck],
-           linalg: str = "portable", shardings=None) -> jax.export.Exported:
+           linalg: str = "portable", shardings=None,
+           max_calling_convention: int | None = None) -> jax.export.Exported:
     """`jax.export.export(jax.jit(fun))` at a calling convention the installed TF runs.
 
     With `linalg="portable"` linear algebra is lowered to StableHLO that TF's XLA runs (see
     `linalg_portable`); "native" keeps JAX's lowering (LAPACK custom calls on CPU).
     `shardings` (a `shardings.FunctionShardings` of the flat `fun`) become the jit's in/out
     shardings; outputs past those it lists (residuals) are unspecified.
+    `max_calling_convention` caps the calling convention further (a `target_tf`'s).
 
     Example:
         >>> exp = export(jnp.sin, (jax.ShapeDtypeStruct((3,), "float32"),), {},
         ...              platforms=None, disabled_checks=())
     """
     from jax2tf_native import linalg_portable  # large module; only needed when exporting
-    version = negotiated_calling_convention_version()
+    version = negotiated_calling_convention_version(max_calling_convention)
     scope = (linalg_portable.export_scope(platforms=platforms or (jax.default_backend(),))
              if check_linalg_mode(linalg) == "portable" else contextlib.nullcontext({}))
     with scope as extra_export_kwargs:
@@ -127,11 +132,15 @@ class ExportOptions:
       disabled_checks: `jax.export.DisabledSafetyCheck` values.
       stablehlo_version: the consuming TF's StableHLO version, None for the installed TF's.
       linalg: "portable" (linear algebra TF can run) or "native" (JAX's LAPACK lowering).
+      target_tf: the measured TF version the modules are written for (`tf_ops.tf_targets`),
+        None for the installed TF: it caps the calling convention, and gives the StableHLO
+        version unless `stablehlo_version` is set.
     """
     platforms: tuple[str, ...] | None = None
     disabled_checks: tuple[jax.export.DisabledSafetyCheck, ...] = ()
     stablehlo_version: str | None = None
     linalg: str = "portable"
+    target_tf: tf_targets.TfTarget | None = None
 
 
 def export_prepared(fun: Callable, specs, options: ExportOptions, *,
@@ -150,7 +159,9 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
             exported = export(fun, tuple(s.struct for s in specs), {},
                               platforms=options.platforms,
                               disabled_checks=options.disabled_checks, linalg=options.linalg,
-                              shardings=shardings)
+                              shardings=shardings,
+                              max_calling_convention=(options.target_tf.max_calling_convention
+                                                      if options.target_tf else None))
     except ValueError as e:
         if not str(e).startswith("Cannot solve for values of dimension variables"):
             raise
@@ -162,4 +173,36 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
             f"the variable alone or a linear term like '2*b' or 'b + 1' in some argument.") from e
     return tf_runner.prepare(exported, specs, constraints=constraints,
                              stablehlo_version=options.stablehlo_version,
-                             tf_functions=tuple(tf_functions))
+                             tf_functions=tuple(tf_functions),
+                             target=options.target_tf)
+
+
+def exported_for_target(exported: jax.export.Exported, target) -> jax.export.Exported:
+    """`exported` itself when `target` (a `tf_ops.tf_targets.TfTarget`) runs its calling
+    convention, else the artifact wrapped in a new export at the target's convention.
+
+    An artifact's own module cannot be rewritten at another convention, but `Exported.call` can
+    be exported again: the new module calls the artifact's module as a function, and only the
+    outer calling convention (how XlaCallModule passes arguments and dimension values) changes.
+
+    Raises:
+      tf_ops.tf_targets.TargetTfError: the installed JAX cannot write the target's convention
+        (the message names the fix).
+    """
+    if target is None or exported.calling_convention_version <= target.max_calling_convention:
+        return exported
+    version = negotiated_calling_convention_version(target.max_calling_convention)
+    try:
+        exporter = jax.export.export(jax.jit(exported.call), platforms=exported.platforms,
+                                     disabled_checks=exported.disabled_safety_checks)
+        args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals)
+        return _export_at_version(exporter, version, args, kwargs)
+    except Exception as e:  # JAX raises several types; the fix is the same for all
+        try:
+            target.check_calling_convention(exported.calling_convention_version,
+                                            f"'{exported.fun_name}'")
+        except tf_targets.TargetTfError as error:
+            raise tf_targets.TargetTfError(
+                f"{error} (Wrapping it at calling convention {version} failed: "
+                f"{type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        raise

@@ -6,9 +6,10 @@ from typing import Callable
 import jax
 import tensorflow as tf
 
-from jax2tf_native import export_cache, gradients, tf_args, tf_runner, vjp_functions
+from jax2tf_native import export_cache, exporting, gradients, tf_args, tf_runner, vjp_functions
 from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
 from jax2tf_native.poly_specs import LeafSpec
+from tf_ops import tf_targets
 
 
 def deserialize(exported_or_bytes) -> jax.export.Exported:
@@ -43,7 +44,8 @@ def _leaf_specs(exported: jax.export.Exported) -> list[LeafSpec]:
     return specs
 
 
-def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_version):
+def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_version,
+                       target_tf=None):
     """Runs `prepared` under a custom gradient given by `exported.vjp()` (recursively, as deep
     as the artifact was serialized with `vjp_order`)."""
     state = {}
@@ -61,7 +63,8 @@ def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_versio
                         f"higher-order gradients).")
                 if "vjp" not in state:
                     state["vjp"] = call_exported(exported.vjp(),
-                                                 stablehlo_version=stablehlo_version)
+                                                 stablehlo_version=stablehlo_version,
+                                                 target_tf=target_tf)
                 # JAX's VJP takes a float0 cotangent (bool in TF) for integer outputs.
                 fixed = [tf.zeros_like(o, tf.bool) if not vjp_functions.is_differentiable(a.dtype)
                          else (ct if ct is not None else tf.zeros_like(o))
@@ -79,7 +82,8 @@ def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_versio
 
 
 def call_exported(exported_or_bytes, *, with_gradient: bool = True,
-                  stablehlo_version: str | None = None) -> Callable:
+                  stablehlo_version: str | None = None,
+                  target_tf: str | None = None) -> Callable:
     """Returns a TF-callable running an exported JAX function, without its Python source.
 
     Args:
@@ -87,7 +91,12 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
       with_gradient: True: TF gradients use the artifact's own VJP (`Exported.vjp()`, present
         when serialized with `vjp_order >= 1`; a gradient request fails clearly otherwise).
         False adds `PreventGradient` to the outputs.
-      stablehlo_version: the StableHLO version of the TF that will run it; default installed TF's.
+      stablehlo_version: for experts: the StableHLO version to write; default the target TF's.
+      target_tf: the TensorFlow version that will run it, "2.17" ... "2.21" (default: the
+        installed TF). The module is re-serialized for that TF's StableHLO version; an artifact
+        whose calling convention is newer than that TF runs (JAX 0.10 writes 10, TF 2.17-2.19
+        run up to 9) is wrapped in a new export at the older convention (`Exported.call` inside
+        `jax.export`), which needs the installed JAX to write that convention.
 
     Returns:
       A function taking TF tensors in the exported pytree structure (args and kwargs) and
@@ -95,17 +104,20 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
 
     Raises:
       ExportedModuleError: the bytes are corrupt, or the module cannot run in this TensorFlow.
+      TargetTfError: the module cannot run in `target_tf` (the message names why and the fix).
 
     Example:
         >>> blob = jax.export.export(jax.jit(jnp.cos))(np.zeros(3, np.float32)).serialize()
         >>> cos_tf = call_exported(blob)
         >>> cos_tf(tf.zeros(3))
     """
-    exported = deserialize(exported_or_bytes)
+    target = tf_targets.resolve(target_tf)
+    exported = exporting.exported_for_target(deserialize(exported_or_bytes), target)
+    stablehlo_version = tf_targets.target_stablehlo_version(target, stablehlo_version)
     prepared = tf_runner.prepare(exported, _leaf_specs(exported),
-                                 stablehlo_version=stablehlo_version)
+                                 stablehlo_version=stablehlo_version, target=target)
     checked = export_cache.LruCache(export_cache.DEFAULT_CACHE_SIZE)
-    run = (_with_exported_vjp(exported, prepared, stablehlo_version) if with_gradient
+    run = (_with_exported_vjp(exported, prepared, stablehlo_version, target_tf) if with_gradient
            else lambda values, asserts: gradients.prevent_gradient(
                tf_runner.call_flat(prepared, values, asserts)))
 

@@ -18,6 +18,7 @@ from jax2tf_native.poly_specs import LeafSpec
 from jax2tf_native.tf_args import ArgLeaf
 from tf_ops import custom_call_check
 from tf_ops import dtypes as tf_dtypes
+from tf_ops import tf_targets
 from tf_ops import xla_call_module
 
 
@@ -39,8 +40,9 @@ class PreparedExport:
 
 def prepare(exported: jax.export.Exported, leaf_specs: Sequence[LeafSpec], *,
             constraints: Sequence[str] = (), stablehlo_version: str | None = None,
-            checks=(), tf_functions: Sequence = ()) -> PreparedExport:
-    """Re-serializes `exported` for TF and bundles it with the argument specs.
+            checks=(), tf_functions: Sequence = (), target=None) -> PreparedExport:
+    """Re-serializes `exported` for TF (for `target`, a `tf_ops.tf_targets.TfTarget`, when given)
+    and bundles it with the argument specs.
 
     `tf_functions` are the TF concrete functions the module calls (jax2tf.call_tf with
     call_tf_graph=True), in the order of their indices in the module.
@@ -49,9 +51,10 @@ def prepare(exported: jax.export.Exported, leaf_specs: Sequence[LeafSpec], *,
     try:
         tf_module = xla_call_module.tf_module_from_exported(
             exported, stablehlo_version=stablehlo_version, checks=checks,
-            tf_functions=tf_functions, in_shardings=in_shardings, out_shardings=out_shardings)
-    except custom_call_check.CustomCallNotAllowedError:
-        raise  # Already names each target, its source and the override; keep its record.
+            tf_functions=tf_functions, in_shardings=in_shardings, out_shardings=out_shardings,
+            target=target)
+    except (custom_call_check.CustomCallNotAllowedError, tf_targets.TargetTfError):
+        raise  # Already name the target or op, its source and the fix; keep their type.
     except ValueError as e:
         raise ExportedModuleError(str(e)) from None
     return PreparedExport(exported, tf_module, tuple(leaf_specs), tuple(constraints))

@@ -47,8 +47,19 @@ def _verify(args: argparse.Namespace) -> int:
     from saved_model_tools import verify as verify_lib
     from saved_model_tools.inspect import SavedModelReadError
 
+    python = None
+    if args.tf is not None:
+        from saved_model_tools import tf_envs
+        try:
+            python = tf_envs.ensure_tf_env(
+                tf_envs.check_version(args.tf),
+                progress=lambda line: print(f"[verify --tf {args.tf}] {line}", file=sys.stderr,
+                                            flush=True))
+        except (ValueError, tf_envs.TfEnvError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_UNREADABLE if isinstance(e, ValueError) else verify_lib.EXIT_FAILED
     try:
-        report = verify_lib.verify(args.dir, batch_sizes=args.batch_sizes)
+        report = verify_lib.verify(args.dir, batch_sizes=args.batch_sizes, python=python)
     except SavedModelReadError as e:
         return _unreadable(e)
     except verify_lib.VerifyError as e:
@@ -106,6 +117,10 @@ def add_verify_command(subparsers) -> argparse.ArgumentParser:
                         metavar="N", help="batch sizes to run (default: the recorded ones)")
     parser.add_argument("--allow-no-references", action="store_true",
                         help="exit 0 when a model without references passes its smoke run")
+    parser.add_argument("--tf", metavar="VERSION", default=None,
+                        help="verify in TensorFlow VERSION (e.g. 2.19): a venv with that "
+                             "tensorflow-cpu is built once under ~/.cache/jax2tf_native/tf_envs "
+                             "($JAX2TF_NATIVE_TF_ENVS) and the same checks run there")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(handler=_verify)
     return parser

@@ -112,7 +112,8 @@ def run(args: argparse.Namespace, out=print) -> int:
                            input_names=[name for name, _, _ in inputs],
                            with_gradient=not args.no_gradient,
                            platforms=args.platforms.split(",") if args.platforms else None,
-                           overwrite=args.overwrite, progress=out)
+                           overwrite=args.overwrite, progress=out,
+                           target_tf=args.target_tf)
     out(f"saved {args.out} in {time.perf_counter() - start:.2f} s")
     if args.no_verify:
         return 0
@@ -140,6 +141,9 @@ def add_export_command(subparsers) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing model")
     parser.add_argument("--no-gradient", action="store_true", help="do not keep gradients")
     parser.add_argument("--platforms", help="comma-separated, e.g. cpu,cuda")
+    parser.add_argument("--target-tf", metavar="VERSION", default=None,
+                        help="the TF / TF Serving version that will serve the model, 2.17 ... "
+                             "2.21 (default: the installed TF)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip running the saved model without JAX against the references")
     parser.set_defaults(handler=_handle)

@@ -850,6 +850,9 @@ def _format_lines(report: SavedModelReport) -> list[str]:
         scope = "" if m.input_gradients else ", parameters only"
         lines.append(f"  written by jax2tf-native at {m.created_utc} ({producer}); gradients: "
                      f"{m.with_gradient} ({m.gradient_mode}{scope})")
+        if m.target_tf is not None:
+            lines.append(f"  written for TF {m.target_tf} (target_tf; StableHLO "
+                         f"{m.stablehlo_version})")
     lines.append(f"Signatures ({len(report.signatures)}):")
     for sig in report.signatures:
         lines.append(f"  {sig.name}  [{sig.method_name or 'no method name'}]")

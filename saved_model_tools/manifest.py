@@ -89,6 +89,8 @@ class Manifest:
       platforms: the platforms the modules were lowered for.
       stablehlo_version: the StableHLO version the modules were serialized in.
       input_gradients: whether the inputs take gradients too, or the parameters only.
+      target_tf: the TensorFlow version ("2.19") the modules were written for (`save`'s
+        `target_tf`, the installed TF's by default); None in models written before the field.
     """
     format_version: int
     created_utc: str
@@ -101,6 +103,7 @@ class Manifest:
     platforms: tuple[str, ...]
     stablehlo_version: str
     input_gradients: bool = True
+    target_tf: str | None = None
 
     def signature(self, name: str) -> SignatureInfo:
         for sig in self.signatures:
@@ -136,7 +139,8 @@ class Manifest:
             with_gradient=raw["with_gradient"], gradient_mode=raw["gradient_mode"],
             platforms=tuple(raw["platforms"]), stablehlo_version=raw["stablehlo_version"],
             # Models written before the field existed differentiate their inputs too.
-            input_gradients=raw.get("input_gradients", True))
+            input_gradients=raw.get("input_gradients", True),
+            target_tf=raw.get("target_tf"))
 
 
 def read(saved_model_dir: str | Path) -> Manifest | None:

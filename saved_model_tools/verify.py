@@ -194,7 +194,7 @@ class VerifyError(RuntimeError):
 
 
 def verify(saved_model_dir: str | Path, *, batch_sizes: Sequence[int] | None = None,
-           timeout: float = 600.0) -> VerifyReport:
+           timeout: float = 600.0, python: str | Path | None = None) -> VerifyReport:
     """Loads and runs a SavedModel without JAX and compares it with the recorded JAX outputs.
 
     Args:
@@ -203,6 +203,9 @@ def verify(saved_model_dir: str | Path, *, batch_sizes: Sequence[int] | None = N
         run). A size without a recorded reference runs on the reference inputs' rows repeated to
         that size and checks only that both load paths agree and the shapes are as declared.
       timeout: seconds before the child process is killed.
+      python: the interpreter of the child process (default this one): e.g. that of a venv
+        with an older TensorFlow, from `tf_envs.ensure_tf_env("2.19")`, to verify the model in
+        the TF that will serve it.
 
     Returns:
       A `VerifyReport`; `report.ok` is True only when every output matched.
@@ -241,7 +244,8 @@ def verify(saved_model_dir: str | Path, *, batch_sizes: Sequence[int] | None = N
         try:
             # -I: no PYTHON* variables, no user site-packages, no current directory on sys.path.
             proc = subprocess.run(
-                [sys.executable, "-I", "-c", _CHILD_BOOTSTRAP, str(_PROJECT_ROOT), str(request)],
+                [str(python or sys.executable), "-I", "-c", _CHILD_BOOTSTRAP, str(_PROJECT_ROOT),
+                 str(request)],
                 capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise VerifyError(f"verifying {directory} took over {timeout:.0f} s; the child "

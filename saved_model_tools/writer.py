@@ -122,7 +122,8 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
          gradient_mode: str = "recompute", input_gradients: bool = True,
          platforms: Sequence[str] | None = None,
          jit_compile: bool = True, overwrite: bool = False,
-         progress: Callable[[str], None] | None = None) -> manifest.Manifest:
+         progress: Callable[[str], None] | None = None,
+         target_tf: str | None = None) -> manifest.Manifest:
     """Writes `fn(params, *args)` as a SavedModel for TF Serving.
 
     `params` become `tf.Variable`s named by pytree path (stored in the checkpoint, never as
@@ -154,6 +155,12 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         function uses TF ops XLA cannot compile (e.g. string ops).
       overwrite: replace an existing directory (only once the new model is complete).
       progress: called with one line per phase (trace/export, references, write, commit).
+      target_tf: the TensorFlow / TF Serving version that will serve the model, "2.17" ...
+        "2.21" (default: the installed TF): the modules get the calling convention and
+        StableHLO version that TF runs (measured by tools/tf_version_matrix.py), and the
+        manifest records the target. What that TF cannot run fails here, before anything is
+        written (`TargetTfError` naming the op and the oldest TF that runs it). Check the
+        result there with `jax2tf-native verify DIR --tf 2.19`.
 
     Returns:
       The `manifest.Manifest` recorded in the model.
@@ -161,6 +168,7 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
     Raises:
       FileExistsError: `export_dir` exists and `overwrite` is False.
       ValueError / TypeError: a bad argument (the message names it and the fix).
+      jax2tf_native.errors.TargetTfError: `target_tf` cannot run the model (nothing written).
 
     Example:
         >>> save("/tmp/mnist/1", example_model.apply, example_model.init_params(0),
@@ -175,6 +183,7 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         raise TypeError("example_args must be a list or tuple of arrays (one per input after "
                         f"params), got {type(example_args).__name__}. Fix: e.g. [images].")
     example_args = [_example_array(i, a) for i, a in enumerate(example_args)]
+    target = _target(target_tf)
     extra = list(signatures or ())
     names = [DEFAULT_SIGNATURE] + [s.name for s in extra]
     if len(set(names)) != len(names):
@@ -201,7 +210,8 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         main = Signature(DEFAULT_SIGNATURE, fn, example_args, main_specs, main_input_names,
                          output_names)
         built = [_build(s, main, params_tree, with_gradient, gradient_mode, input_gradients,
-                        platforms, jit_compile) for s in [main] + extra]
+                        platforms, jit_compile,
+                        target_tf=target.version) for s in [main] + extra]
         for b in built:
             setattr(root, b.spec.name, b.function)
     with steps.phase("compute JAX reference outputs"):
@@ -214,14 +224,16 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
                                 options=options)
         with steps.phase("record references and warmup requests"):
             record = _write_records(temp, built, records, flat_variables, with_gradient,
-                                    gradient_mode, platforms, input_gradients)
+                                    gradient_mode, platforms, input_gradients,
+                                    target=target)
         commit_start = time.perf_counter()
     steps.done(f"commit atomically to {export_dir}", commit_start)
     return record
 
 
 def _build(spec: Signature, main: Signature, params_tree, with_gradient: bool,
-           gradient_mode: str, input_gradients: bool, platforms, jit_compile: bool) -> _Built:
+           gradient_mode: str, input_gradients: bool, platforms, jit_compile: bool,
+           target_tf: str | None = None) -> _Built:
     fn = spec.fn or main.fn
     uses_main_args = spec.example_args is None
     example_args = (main.example_args if uses_main_args
@@ -246,7 +258,8 @@ def _build(spec: Signature, main: Signature, params_tree, with_gradient: bool,
                                       # TF saves a custom gradient but not the gradient of
                                       # its backward pass: keep first order only.
                                       gradient_order=1, platforms=platforms,
-                                      gradient_argnums=None if input_gradients else 0)
+                                      gradient_argnums=None if input_gradients else 0,
+                                      target_tf=target_tf)
     output_names = spec.output_names if spec.output_names is not None else (
         main.output_names if spec.fn is None and spec.postprocess is None else None)
 
@@ -312,7 +325,7 @@ def _references(b: _Built, main: Signature, params) -> list[tuple[int, dict, dic
 
 def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_variables,
                    with_gradient: bool, gradient_mode: str, platforms,
-                   input_gradients: bool = True) -> manifest.Manifest:
+                   input_gradients: bool = True, target=None) -> manifest.Manifest:
     record_dir = temp / manifest.RECORD_DIR
     infos, warmup_requests = [], []
     for b in built:
@@ -335,11 +348,24 @@ def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_vari
                                for v in flat_variables)),
         with_gradient=with_gradient, gradient_mode=gradient_mode,
         platforms=tuple(platforms or (jax.default_backend(),)),
-        stablehlo_version=_stablehlo_version(), input_gradients=input_gradients)
+        stablehlo_version=target.stablehlo_version if target else _stablehlo_version(),
+        input_gradients=input_gradients,
+        target_tf=target.version if target else None)
     manifest.write(temp, record)
     # TF Serving replays these at load, so the XLA modules compile before the first request.
     warmup.write_warmup_requests(temp / manifest.WARMUP_FILE, warmup_requests)
     return record
+
+
+def _target(target_tf: str | None):
+    """The measured target TF (`tf_ops.tf_targets`); the installed TF's when None, so that the
+    manifest always says which TF the modules were written for."""
+    from tf_ops import tf_targets
+    target = tf_targets.resolve(target_tf)
+    if target is None:
+        installed = tf_targets.installed_target()
+        target = tf_targets.measured_targets().get(installed.version, installed)
+    return target
 
 
 def _stablehlo_version() -> str:
@@ -353,7 +379,8 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
                   output_names: Sequence[str] | None = None, with_gradient: bool = True,
                   gradient_mode: str = "recompute", jit_compile: bool = True,
                   overwrite: bool = False,
-                  progress: Callable[[str], None] | None = None) -> manifest.Manifest:
+                  progress: Callable[[str], None] | None = None,
+                  target_tf: str | None = None) -> manifest.Manifest:
     """Writes a `jax.export` artifact (an `Exported` or its serialized bytes) as a SavedModel.
 
     No Python source of the model is needed: the artifact is called through
@@ -370,6 +397,9 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
       input_names, output_names, jit_compile, overwrite, progress: as for `save`.
       with_gradient: keep gradients; needs an artifact serialized with `vjp_order >= 1`.
       gradient_mode: as for `save`.
+      target_tf: as for `save`. The artifact is called inside the new export (as for any
+        `save_exported`), so the outer module gets the target's calling convention and the
+        whole is serialized for the target's StableHLO version.
 
     Example:
         >>> blob = jax.export.export(jax.jit(model))(params, images_spec).serialize(vjp_order=1)
@@ -413,7 +443,7 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
                 input_names=input_names, output_names=output_names,
                 with_gradient=with_gradient, gradient_mode=gradient_mode,
                 platforms=exported.platforms, jit_compile=jit_compile, overwrite=overwrite,
-                progress=progress)
+                progress=progress, target_tf=target_tf)
 
 
 def _with_exported_shardings(fn: Callable, exported, takes_params: bool) -> Callable:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import re
+
 import jax.interpreters.mlir as jax_mlir
 from jax.extend import mlir as jax_extend_mlir
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func as func_dialect
 
-from tf_ops import versions
+from tf_ops import tf_targets, versions
 
 ModuleCheck = Callable[[ir.Module], None]
 
@@ -36,6 +38,38 @@ def _composite_ops(module: ir.Module) -> list[ir.Operation]:
 
     walk(module.operation)
     return found
+
+
+_SOURCE_RE = re.compile(r'"([^"]+\.py)":(\d+)')
+
+
+def _user_source(location: str) -> str:
+    """The first "file.py:line" of a location outside JAX and this library, else ""."""
+    for path, line in _SOURCE_RE.findall(location):
+        if not any(part in path for part in ("/jax2tf_native/", "/jax/", "/tf_ops/",
+                                             "/tensorflow/", "/keras/")):
+            return f"{path}:{line}"
+    return ""
+
+
+def _op_summaries(module: ir.Module):
+    """(name, attribute names, element types of operands/results, source "file:line") per op."""
+    def element_type(t: ir.Type) -> str:
+        element = getattr(t, "element_type", None)  # MLIR's Python API downcasts shaped types
+        return str(element) if element is not None else str(t)
+
+    def walk(op: ir.Operation):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    types = ({element_type(v.type) for v in child.operands}
+                             | {element_type(v.type) for v in child.results})
+                    names = {child.attributes[i].name for i in range(len(child.attributes))}
+                    yield child.name, names, types, _user_source(str(child.location))
+                    yield from walk(child)
+
+    return walk(module.operation)
 
 
 def inline_composites_as_calls(module: ir.Module) -> int:
@@ -68,7 +102,8 @@ def uses_shardy(module: ir.Module) -> bool:
 
 def module_bytes_for_tf(mlir_module_serialized: bytes, *,
                         stablehlo_version: str | None = None,
-                        checks: Sequence[ModuleCheck] = ()) -> bytes:
+                        checks: Sequence[ModuleCheck] = (),
+                        target_tf: str | None = None) -> bytes:
     """Returns the module re-serialized for a TF that reads `stablehlo_version`.
 
     Args:
@@ -77,6 +112,12 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
         TF's. Must be between TF's minimum and current version.
       checks: callables run on the parsed module before it is written (e.g. the custom-call
         allowlist); they raise to reject the module.
+      target_tf: the TF version `stablehlo_version` was chosen for, named in errors.
+
+    Raises:
+      tf_targets.TargetTfError: the module holds an op, attribute or type that
+        `stablehlo_version` lacks (the message names it, its source line, and the oldest TF
+        of the measured table that reads it).
 
     Example:
         >>> exp = jax.export.export(jax.jit(jax.lax.erf))(jax.ShapeDtypeStruct((3,), "float32"))
@@ -97,8 +138,60 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
         for check in checks:
             check(module)
         inline_composites_as_calls(module)
-        # Shardy ops stay Shardy ("mixed" serialization, as jax.export writes them): serialized
-        # plainly they become frontend attributes that TF turns back into custom calls its
-        # shape refinement cannot refine (polymorphic sharded modules fail, measured).
-        return bytes(jax_extend_mlir.serialize_portable_artifact(module, target,
-                                                                 uses_shardy(module)))
+        if target_tf is not None:
+            tf_targets.check_features(_op_summaries(module), tf_targets.resolve(target_tf))
+        try:
+            # Shardy ops stay Shardy ("mixed" serialization, as jax.export writes them):
+            # serialized plainly they become frontend attributes that TF turns back into custom
+            # calls its shape refinement cannot refine (polymorphic sharded modules fail,
+            # measured).
+            return bytes(jax_extend_mlir.serialize_portable_artifact(module, target,
+                                                                     uses_shardy(module)))
+        except Exception as e:  # jaxlib raises its own error types for an illegal op
+            error = _too_new_error(module, str(e), target, target_tf)
+        raise error from None
+
+
+_ILLEGAL_OP_RE = re.compile(r"(?:(\S+:\d+:\d+): )?error: failed to legalize operation "
+                            r"'vhlo\.(\w+)_v(\d+)'[^:]*: (.*)")
+# Element types every StableHLO version has; the others in an illegal op are the likely cause.
+_OLD_TYPES = {"f16", "f32", "f64", "bf16", "i1", "i8", "i16", "i32", "i64", "ui8", "ui16",
+              "ui32", "ui64", "tensor", "complex", "token", "tuple", "index", "none"}
+
+
+def _too_new_error(module: ir.Module, message: str, version: str,
+                   target_tf: str | None) -> Exception:
+    """A TargetTfError naming what `version` cannot express, or the error as it came."""
+    match = _ILLEGAL_OP_RE.search(message)
+    if match is None:
+        return ValueError(f"JAX could not write the module for StableHLO {version}: "
+                          f"{message.strip().splitlines()[0][:300]}")
+    where, op, form, printed = match.groups()
+    types = sorted({t for t in re.findall(r"!vhlo\.(\w+?)_v\d+", printed)} - _OLD_TYPES)
+    attributes = re.findall(r"(\w+) = #vhlo\.", printed)
+    what = f"stablehlo.{op}" + (f" (its version-{form} form)" if int(form) > 1 else "")
+    if types:
+        what += f" with type {', '.join(types)}"
+    elif int(form) > 1 and attributes:
+        what += f" with attributes {', '.join(sorted(set(attributes))[:6])}"
+
+    def writes(candidate: str) -> bool:
+        if versions.parse_stablehlo_version(candidate) <= versions.parse_stablehlo_version(version):
+            return False
+        try:
+            jax_extend_mlir.serialize_portable_artifact(module, candidate)
+            return True
+        except Exception:  # the same refusal at this version too
+            return False
+
+    oldest = tf_targets.oldest_reading(writes)
+    readers = [target_tf] if target_tf else tf_targets.targets_reading(version)
+    consumer = (f"TF {' / '.join(readers)} (StableHLO {version})" if readers
+                else f"StableHLO {version}")
+    fix = (f"Fix: target_tf='{oldest.version}' or newer (the oldest TF whose StableHLO version "
+           f"can express it; the serving TF must be at least that), or avoid that op/type in "
+           f"the exported function." if oldest
+           else "Fix: avoid that op/type; no measured TF version reads it.")
+    return tf_targets.TargetTfError(
+        f"The module uses {what}{f' at {where}' if where else ''}, which {consumer} cannot "
+        f"read, so it cannot be written for that TF. {fix}")

@@ -19,7 +19,7 @@ import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as _tfxla
 
 from tf_ops import custom_call_check, dtypes, module_for_tf, platforms, runnable, shardings
-from tf_ops import versions
+from tf_ops import tf_targets, versions
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
 _CALL_TF_TARGET = "tf.call_tf_function"
@@ -88,8 +88,13 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
                             checks: Sequence[module_for_tf.ModuleCheck] = (),
                             tf_functions: Sequence = (),
                             in_shardings: Sequence | None = None,
-                            out_shardings: Sequence | None = None) -> TfModule:
+                            out_shardings: Sequence | None = None,
+                            target: tf_targets.TfTarget | None = None) -> TfModule:
     """Prepares `exported` for TF: checks TF can run it somewhere and re-serializes its module.
+
+    With `target` (a measured TF version, see `tf_targets`) the module must also run there: its
+    calling convention must be one that TF runs, and it is written in that TF's StableHLO
+    version unless `stablehlo_version` says otherwise.
 
     Every custom call in the module is checked against our allowlist for the exported platforms
     (see `custom_call_check`), besides any `checks` given. Whether this host can run it is
@@ -105,6 +110,9 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     Raises:
       custom_call_check.CustomCallNotAllowedError: a custom call TF cannot run (listing each
         target, where it comes from, and how to override).
+      tf_targets.TargetTfError: `target` cannot run the module (calling convention, or an op
+        that its StableHLO version lacks); the message names it, the oldest TF that runs it
+        and the fix.
       ValueError: the calling convention or effects cannot run in the installed TensorFlow (the
         message names both sides and the fix).
 
@@ -113,6 +121,9 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         >>> tf_module = tf_module_from_exported(exp)
         >>> call(tf_module, [tf.ones(3)])
     """
+    if target is not None:
+        target.check_calling_convention(exported.calling_convention_version,
+                                        f"'{exported.fun_name}'")
     versions.check_calling_convention_supported(exported.calling_convention_version)
     effects = [e for e in list(exported.ordered_effects) + list(exported.unordered_effects)
                if type(e).__name__ not in _CALL_TF_EFFECTS]
@@ -121,7 +132,8 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
             f"'{exported.fun_name}' has effects {effects} (e.g. host callbacks or debug prints) "
             f"that TensorFlow cannot run. Fix: remove jax.debug/io_callback calls before export.")
     disabled = tuple(str(c) for c in exported.disabled_safety_checks)
-    target = stablehlo_version or versions.tf_stablehlo_version()
+    target_stablehlo = (stablehlo_version or (target.stablehlo_version if target else None)
+                        or versions.tf_stablehlo_version())
     allowlist_check = functools.partial(custom_call_check.check_custom_calls,
                                         platforms=exported.platforms,
                                         disabled_checks=exported.disabled_safety_checks)
@@ -134,12 +146,13 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         shardy.append(module_for_tf.uses_shardy(module))
 
     module = module_for_tf.module_bytes_for_tf(
-        exported.mlir_module_serialized, stablehlo_version=target,
-        checks=(allowlist_check, tf_calls_check, record, *checks))
+        exported.mlir_module_serialized, stablehlo_version=target_stablehlo,
+        checks=(allowlist_check, tf_calls_check, record, *checks),
+        target_tf=target.version if target else None)
     n_in, n_out = len(exported.in_avals), len(exported.out_avals)
     return TfModule(
         module=module,
-        stablehlo_version=target,
+        stablehlo_version=target_stablehlo,
         calling_convention_version=exported.calling_convention_version,
         platforms=tuple(p.upper() for p in exported.platforms),
         disabled_checks=disabled,

@@ -19,8 +19,14 @@ fail in every TF and are reported as such.
 Usage:
     python tools/tf_version_matrix.py [--versions 2.17 2.21] [--cache-dir DIR]
 
-Writes saved_model_tools/data/tf_version_matrix.json (shipped; read by inspect) and
-tools/results/tf_version_matrix.md.
+Besides the artifacts, small probe functions (erf-GELU, a linear solve, top_k, and ops, types
+and attributes newer StableHLO versions added) are exported the way `target_tf` exports them and
+run in each TF, so the table says which of them each TF runs and which JAX cannot write for it.
+
+Writes saved_model_tools/data/tf_version_matrix.json (shipped; read by inspect),
+tf_ops/data/tf_targets.json (shipped; the table behind `target_tf=`) and
+tools/results/tf_version_matrix.md. `--targets-only` rewrites tf_targets.json from the committed
+matrix without running anything.
 """
 from __future__ import annotations
 
@@ -33,21 +39,50 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_VERSIONS = ("2.17", "2.18", "2.19", "2.20", "2.21")
+# Shared with `jax2tf-native verify --tf` (saved_model_tools.tf_envs): one venv per TF version.
 DEFAULT_CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")
-                             ) / "jax2tf_native" / "tf_matrix"
+                             ) / "jax2tf_native" / "tf_envs"
 RESULTS = ROOT / "tools" / "results"
 # The JSON ships inside the package: `inspect` reads it for "oldest TF that can run this".
 MATRIX_JSON = ROOT / "saved_model_tools" / "data" / "tf_version_matrix.json"
+# The table `target_tf=` reads (tf_ops.tf_targets); derived from MATRIX_JSON by targets_table.
+TARGETS_JSON = ROOT / "tf_ops" / "data" / "tf_targets.json"
 FORMS = ("frozen", "for_tf", "for_tf_cc")
+PROBE_FORM = "probe"
+
+
+def _probes() -> dict:
+    """name -> (function, example input): exported per TF as `target_tf` would export them."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    x = (np.arange(16, dtype=np.float32).reshape(4, 4) / 16 - 0.3)
+    return {
+        "erf_gelu": (lambda v: v * 0.5 * (1 + jax.lax.erf(v / np.sqrt(2).astype(np.float32))), x),
+        "linalg_solve": (lambda a: jnp.linalg.solve(a + 4 * jnp.eye(4), a), x),
+        "top_k": (lambda v: jax.lax.top_k(v, 2)[0], x),
+        "arcsin": (jnp.arcsin, x),
+        "cholesky": (lambda a: jnp.linalg.cholesky(a @ a.T + jnp.eye(4)), x),
+        "eigh": (lambda a: jnp.linalg.eigh(a + a.T)[0], x),
+        "float8_e4m3fn": (lambda v: v.astype(jnp.float8_e4m3fn).astype(jnp.float32), x),
+        "float8_e4m3": (lambda v: v.astype(jnp.float8_e4m3).astype(jnp.float32), x),
+        # Unsigned exponent-only type: negative inputs become NaN, which never compares equal.
+        "float8_e8m0fnu": (lambda v: v.astype(jnp.float8_e8m0fnu).astype(jnp.float32),
+                           np.abs(x) + np.float32(0.125)),
+        "float4_e2m1fn": (lambda v: v.astype(jnp.float4_e2m1fn).astype(jnp.float32), x),
+        "dot_algorithm": (lambda v: jax.lax.dot(
+            v, v, precision=jax.lax.DotAlgorithmPreset.F32_F32_F32), x),
+        "exp_accuracy": (lambda v: jax.lax.exp(
+            v, accuracy=jax.lax.Tolerance(atol=1e-5, rtol=1e-5, ulps=2)), x),
+    }
 
 # Runs inside each TF venv: only TF and numpy. Kept as text so it can be written into the venv.
-RUNNER = textwrap.dedent('''
+RUNNER = textwrap.dedent(r'''
     """Runs prepared back-compat payloads through XlaCallModule (TF + numpy only)."""
     import inspect, json, os, pathlib, re, sys
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -125,20 +160,8 @@ def _log(message: str) -> None:
 
 def ensure_venv(cache: pathlib.Path, version: str) -> pathlib.Path:
     """A venv with tensorflow-cpu==<version>.* (created and installed once, then reused)."""
-    venv = cache / f"tf-{version}"
-    python = venv / "bin" / "python"
-    marker = venv / ".installed"
-    if marker.exists():
-        return python
-    if not python.exists():
-        _log(f"creating venv {venv}")
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    _log(f"installing tensorflow-cpu=={version}.* into {venv} (a few minutes)")
-    started = time.time()
-    subprocess.run([str(python), "-m", "pip", "install", "-q", f"tensorflow-cpu=={version}.*"],
-                   check=True)
-    marker.write_text(f"installed in {time.time() - started:.0f}s\n")
-    return python
+    from saved_model_tools import tf_envs
+    return tf_envs.ensure_tf_env(version, cache=cache, progress=_log)
 
 
 def tf_info(python: pathlib.Path, runner: pathlib.Path) -> dict:
@@ -226,6 +249,83 @@ def prepare_payload(payload: pathlib.Path, info: dict) -> dict:
     return notes
 
 
+def prepare_probes(payload: pathlib.Path, info: dict) -> dict:
+    """Writes each probe exported at the TF's calling convention and StableHLO version (as
+    `target_tf` does); returns {probe: error} for probes JAX cannot write for that TF."""
+    import jax
+    import numpy as np
+    from jax2tf_native import linalg_portable
+    from tf_ops import module_for_tf
+    cc = min(info["max_calling_convention"] or 0,
+             jax.export.maximum_supported_calling_convention_version)
+    cannot = {}
+    for name, (fn, x) in _probes().items():
+        previous = jax.config.jax_export_calling_convention_version
+        jax.config.update("jax_export_calling_convention_version", cc)
+        try:
+            with linalg_portable.export_scope(platforms=("cpu",)) as kwargs:
+                exported = jax.export.export(jax.jit(fn), **kwargs)(
+                    jax.ShapeDtypeStruct(x.shape, x.dtype))
+        finally:
+            jax.config.update("jax_export_calling_convention_version", previous)
+        try:
+            blob = module_for_tf.module_bytes_for_tf(exported.mlir_module_serialized,
+                                                     stablehlo_version=info["stablehlo_current"])
+        except Exception as e:  # what JAX cannot write for this TF is a result, not a failure
+            cannot[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            continue
+        # One payload per probe: each runs in its own process, since a probe may crash TF
+        # (measured: dot_algorithm segfaults TF 2.18).
+        directory = payload / name / f"probe_{name}"
+        directory.mkdir(parents=True)
+        np.savez(directory / "data.npz", in_0=x, out_0=np.asarray(jax.jit(fn)(x)))
+        (directory / f"{PROBE_FORM}.bin").write_bytes(blob)
+        meta = _form_meta(exported, stablehlo=info["stablehlo_current"], rtol=1e-5, atol=1e-5)
+        (directory / f"{PROBE_FORM}.json").write_text(json.dumps(meta))
+    return cannot
+
+
+def run_probe(python: pathlib.Path, runner: pathlib.Path, payload: pathlib.Path) -> dict:
+    """Runs one probe's payload in its own process; a crash is recorded as status "crash"."""
+    proc = subprocess.run([str(python), str(runner), "run", str(payload)],
+                          capture_output=True, text=True)
+    if proc.returncode == 0:
+        return json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1][:200]
+    return {f"probe_{payload.name}": {PROBE_FORM: {
+        "status": "crash", "detail": f"process exited with {proc.returncode}: {last}",
+        "version": None, "stablehlo": None}}}
+
+
+def targets_table(report: dict) -> dict:
+    """The `target_tf` table: each TF in which every TF-runnable artifact ran in the form
+    `target_tf` writes (its calling convention and StableHLO version), with the probes."""
+    blocked = report["expected_tf_failures"]
+    targets = {}
+    for version, entry in report["tf"].items():
+        info = entry["info"]
+        form = ("for_tf_cc" if info["max_calling_convention"]
+                < max(report["artifact_calling_conventions"]) else "for_tf")
+        runnable = [a for a in report["artifacts"] if a not in blocked]
+        ran = [a for a in runnable
+               if entry["results"].get(a, {}).get(form, {}).get("status") == "ok"]
+        if len(ran) != len(runnable):
+            continue  # not verified: `target_tf` must not offer it
+        probes = {name[len("probe_"):]: r[PROBE_FORM]["status"] for name, r in
+                  entry["results"].items() if name.startswith("probe_")}
+        probes.update({name: "cannot be written" for name in
+                       report.get("probes_not_written", {}).get(version, {})})
+        targets[version] = {
+            "measured_release": info["tf_version"],
+            "stablehlo_version": info["stablehlo_current"],
+            "max_calling_convention": info["max_calling_convention"],
+            "verified": f"{len(ran)}/{len(runnable)} artifacts ran as `{form}`",
+            "probes": dict(sorted(probes.items())),
+        }
+    return {"generated": report["generated"], "jax_version": report["jax_version"],
+            "source": "tools/tf_version_matrix.py", "targets": targets}
+
+
 def expected_tf_failures() -> dict[str, list[str]]:
     """Artifacts our allowlist says TF cannot run on CPU, with the blocking targets."""
     from jax2tf_native.backcompat import storage
@@ -256,7 +356,7 @@ def write_markdown(report: dict, path: pathlib.Path) -> None:
         "| TF | StableHLO (current / min) | max calling convention | frozen runs | for_tf runs "
         "| for_tf_cc runs |", "|---|---|---|---|---|---|"]
     runnable = [a for a in report["artifacts"] if a not in blocked]
-    for v in versions:
+    for v in versions:  # (probes are reported in their own section)
         entry = report["tf"][v]
         info = entry["info"]
         counts = []
@@ -283,7 +383,7 @@ def write_markdown(report: dict, path: pathlib.Path) -> None:
               "tried).", "",
               "| artifact | " + " | ".join(f"TF {v}" for v in versions) + " | TF expected |",
               "|---|" + "---|" * (len(versions) + 1)]
-    short = {"ok": "ok", "error": "err", "mismatch": "mism"}
+    short = {"ok": "ok", "error": "err", "mismatch": "mism", "crash": "crash"}
     for name in report["artifacts"]:
         cells = []
         for v in versions:
@@ -299,10 +399,35 @@ def write_markdown(report: dict, path: pathlib.Path) -> None:
             if errors:
                 lines.append(f"- TF {v}, `{form}`, {len(errors)} failing, e.g. {errors[0][0]}: "
                              f"`{errors[0][1][:240]}`")
+    if report.get("probes_not_written"):
+        probes = sorted({name[len("probe_"):] for v in versions
+                         for name in report["tf"][v]["results"] if name.startswith("probe_")}
+                        | {p for v in versions for p in report["probes_not_written"].get(v, {})})
+        lines += ["", "## Probes: exported as `target_tf` exports them", "",
+                  "`ok` ran and matched JAX; `not written`: JAX cannot serialize it at that TF's "
+                  "StableHLO version; `err` / `mism` / `crash`: that TF fails, computes other "
+                  "values, or crashes. `target_tf` refuses all but `ok` at export "
+                  "(TargetTfError), for the probes tf_ops.tf_targets.FEATURES detects.", "",
+                  "| probe | " + " | ".join(f"TF {v}" for v in versions) + " |",
+                  "|---|" + "---|" * len(versions)]
+        for probe in probes:
+            cells = []
+            for v in versions:
+                if probe in report["probes_not_written"].get(v, {}):
+                    cells.append("not written")
+                else:
+                    res = report["tf"][v]["results"].get(f"probe_{probe}", {}).get(PROBE_FORM, {})
+                    cells.append(short.get(res.get("status"), "-"))
+            lines.append(f"| {probe} | " + " | ".join(cells) + " |")
     if report["notes"]:
         lines += ["", "## Forms that could not be prepared", ""]
         lines += [f"- {k}: {v}" for k, v in sorted(report["notes"].items())]
     path.write_text("\n".join(lines) + "\n")
+
+
+def write_targets(report: dict) -> None:
+    TARGETS_JSON.parent.mkdir(parents=True, exist_ok=True)
+    TARGETS_JSON.write_text(json.dumps(targets_table(report), indent=1, sort_keys=True) + "\n")
 
 
 def main(argv=None) -> int:
@@ -310,7 +435,13 @@ def main(argv=None) -> int:
     parser.add_argument("--versions", nargs="+", default=list(DEFAULT_VERSIONS))
     parser.add_argument("--cache-dir", type=pathlib.Path, default=DEFAULT_CACHE)
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "tf_version_matrix")
+    parser.add_argument("--targets-only", action="store_true",
+                        help=f"rewrite {TARGETS_JSON.name} from the committed matrix; run nothing")
     args = parser.parse_args(argv)
+    if args.targets_only:
+        write_targets(json.loads(MATRIX_JSON.read_text()))
+        _log(f"wrote {TARGETS_JSON}")
+        return 0
 
     import jax
     from jax2tf_native.backcompat import storage
@@ -326,7 +457,7 @@ def main(argv=None) -> int:
         "artifact_calling_conventions": sorted({a.metadata["calling_convention_version"]
                                                 for a in artifacts}),
         "expected_tf_failures": expected_tf_failures(),
-        "tf": {}, "notes": {},
+        "tf": {}, "notes": {}, "probes_not_written": {},
     }
     for version in args.versions:
         python = ensure_venv(args.cache_dir, version)
@@ -335,19 +466,26 @@ def main(argv=None) -> int:
              f"convention <= {info['max_calling_convention']}")
         payload = args.cache_dir / f"payload-{version}"
         notes = prepare_payload(payload, info)
+        probe_payload = args.cache_dir / f"probes-{version}"
+        if probe_payload.exists():
+            shutil.rmtree(probe_payload)
+        report["probes_not_written"][version] = prepare_probes(probe_payload, info)
         report["notes"].update({f"TF {version}: {k}": v for k, v in notes.items()})
         proc = subprocess.run([str(python), str(runner), "run", str(payload)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"runner failed in TF {version}:\n{proc.stderr[-3000:]}")
         report["tf"][version] = json.loads(proc.stdout.strip().splitlines()[-1])
+        for probe in sorted(probe_payload.iterdir()) if probe_payload.exists() else ():
+            report["tf"][version]["results"].update(run_probe(python, runner, probe))
         ok = sum(1 for r in report["tf"][version]["results"].values()
                  for f in r.values() if f["status"] == "ok")
-        _log(f"TF {version}: {ok} artifact forms ran and matched")
+        _log(f"TF {version}: {ok} artifact and probe forms ran and matched")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     MATRIX_JSON.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    write_targets(report)
     write_markdown(report, args.out.with_suffix(".md"))
-    _log(f"wrote {MATRIX_JSON} and {args.out.with_suffix('.md')}")
+    _log(f"wrote {MATRIX_JSON}, {TARGETS_JSON} and {args.out.with_suffix('.md')}")
     return 0
 
 
