@@ -7,6 +7,9 @@ JAX):
   call_exported        -- run a jax.export.Exported (or its bytes) as a TF function.
   deserialize          -- Exported from serialized bytes, with a clear error when corrupt.
   check_grads_tf       -- TF tape gradients (any order) vs JAX and finite differences.
+  convert_model        -- a Flax NNX / Linen, Equinox or Keras 3 (JAX backend) model as a
+                          tf.Module: Variables (trainable as the framework says) + converted call.
+  frameworks           -- the adapters behind convert_model (FunctionalModel, ...).
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
                           ExportedModuleError, CustomCallNotAllowedError, GradientCheckError,
                           GradientSpecError, NonPortableLinalgError.
@@ -21,6 +24,7 @@ _EXPORTS = {
     "call_exported": "jax2tf_native.from_exported",
     "deserialize": "jax2tf_native.from_exported",
     "check_grads_tf": "jax2tf_native.grad_check",
+    "convert_model": "jax2tf_native.frameworks.functional",
     "GradientCheckError": "jax2tf_native.grad_check",
     "ArgumentShapeError": "jax2tf_native.errors",
     "ArgumentTypeError": "jax2tf_native.errors",
@@ -35,6 +39,8 @@ __all__ = list(_EXPORTS)
 
 
 def __getattr__(name):
+    if name == "frameworks":
+        return importlib.import_module("jax2tf_native.frameworks")
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value

@@ -17,7 +17,7 @@ import tensorflow as tf
 import jax2tf_native
 from saved_model_tools import atomic_dir, manifest, pytree_inputs, references, warmup
 from saved_model_tools import signature as signature_lib
-from saved_model_tools import variables as variables_lib
+from jax2tf_native import tf_variables
 from saved_model_tools.signature import Signature
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -213,7 +213,7 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
                               linalg)
 
     with steps.phase("trace and export every signature (JAX -> StableHLO -> XlaCallModule)"):
-        params_tree, flat_variables = variables_lib.to_variables(params, trainable)
+        params_tree, flat_variables = tf_variables.to_variables(params, trainable)
         root = _ModelRoot()
         root.params = params_tree
         root.variables = list(flat_variables)

@@ -84,11 +84,24 @@ def trainable_leaves(params: Any, trainable: Any = None) -> list[bool | None]:
         choices.append(node)
     for key_path, _ in jax.tree_util.tree_flatten_with_path(trainable, is_leaf=_is_choice)[0]:
         path = tuple(_key_value(k) for k in key_path)
-        if path not in used:
+        if path not in used and not _has_path(params, path):
             raise ValueError(f"trainable{jax.tree_util.keystr(key_path)} names no subtree of "
                              f"params (top-level keys: {_top_keys(params)}). Fix: use params' "
                              f"own keys, e.g. {{'params': True, 'batch_stats': False}}.")
     return choices
+
+
+def _has_path(params, path: tuple) -> bool:
+    """Whether params has the subtree `path` (possibly empty, e.g. no batch statistics)."""
+    node = params
+    for key in path:
+        if hasattr(node, "keys") and key in node.keys():
+            node = node[key]
+        elif isinstance(node, (list, tuple)) and isinstance(key, int) and key < len(node):
+            node = node[key]
+        else:
+            return False
+    return True
 
 
 def _top_keys(params) -> list:

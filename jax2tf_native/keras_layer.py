@@ -1,0 +1,86 @@
+"""`JaxLayer`: a JAX function with its parameters as a Keras 3 layer on the TensorFlow backend.
+
+The other direction from `convert_model`: a Keras/TF model gets a JAX block whose parameters
+are Keras weights, so `model.fit` trains them (gradients through the exported JAX VJP), and
+`model.save_weights` / `model.export` (a SavedModel) keep them.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax
+import keras
+import numpy as np
+import tensorflow as tf
+
+from jax2tf_native import converter, tf_variables
+
+
+class JaxLayer(keras.layers.Layer):
+    """Calls `fn(params, *inputs)` with `params` held as Keras weights.
+
+    Args:
+      fn: the JAX function `fn(params, *inputs)`.
+      params: a pytree of arrays: the weights' initial values (weights are named by path,
+        e.g. `dense_w`).
+      polymorphic_shapes: one spec per input (not params), e.g. ["(b, 4)"]; default a
+        polymorphic leading batch dimension on each input ("(b, ...)").
+      trainable_params: which params train: None (float leaves), a bool, or a nested dict
+        following params' keys, e.g. {"params": True, "batch_stats": False}.
+      convert_kwargs: passed to `jax2tf_native.convert` (e.g. {"gradient_argnums": 0} when
+        the inputs need no gradient, which skips their cotangent).
+      **layer_kwargs: `keras.layers.Layer` arguments (name, dtype, ...).
+
+    Raises:
+      ValueError: Keras runs on another backend than TensorFlow.
+
+    Example:
+        >>> layer = JaxLayer(lambda p, x: jnp.tanh(x @ p["w"]), {"w": np.ones((4, 2), "f4")})
+        >>> model = keras.Sequential([keras.Input((4,)), layer, keras.layers.Dense(1)])
+        >>> model.compile("adam", "mse"); model.fit(x, y)
+    """
+
+    def __init__(self, fn: Callable, params: Any, *, polymorphic_shapes: Sequence | None = None,
+                 trainable_params: Any = None, convert_kwargs: dict | None = None,
+                 **layer_kwargs):
+        if keras.backend.backend() != "tensorflow":
+            raise ValueError(f"JaxLayer runs converted JAX functions as TF ops, so it needs the "
+                             f"'tensorflow' Keras backend, not {keras.backend.backend()!r}. "
+                             f"Fix: on the JAX backend call the JAX function directly.")
+        super().__init__(**layer_kwargs)
+        leaves_with_path, self._treedef = jax.tree_util.tree_flatten_with_path(params)
+        choices = tf_variables.trainable_leaves(params, trainable_params)
+        self._weights_flat = []
+        for (key_path, leaf), choice in zip(leaves_with_path, choices):
+            value = np.asarray(leaf)
+            floating = tf.dtypes.as_dtype(value.dtype).is_floating
+            self._weights_flat.append(self.add_weight(
+                shape=value.shape, dtype=tf.dtypes.as_dtype(value.dtype).name,
+                initializer=keras.initializers.Constant(value),
+                trainable=floating and choice is not False,
+                name=tf_variables.variable_name(key_path).removeprefix("params/").replace("/", "_")))
+        self._fn = fn
+        self._polymorphic_shapes = polymorphic_shapes
+        self._convert_kwargs = dict(convert_kwargs or {})
+        self._converted = None
+
+    def _converted_fn(self, n_inputs: int) -> Callable:
+        if self._converted is None:
+            specs = (list(self._polymorphic_shapes) if self._polymorphic_shapes is not None
+                     else ["(b, ...)"] * n_inputs)
+            self._converted = converter.convert(self._fn, polymorphic_shapes=[None, *specs],
+                                                **self._convert_kwargs)
+        return self._converted
+
+    def call(self, *inputs):
+        # Keras Variables wrap tf.Variables (`.value`); the TF tape sees the tf.Variable.
+        params = jax.tree_util.tree_unflatten(self._treedef,
+                                              [w.value for w in self._weights_flat])
+        return self._converted_fn(len(inputs))(params, *inputs)
+
+    def compute_output_spec(self, *inputs):
+        return jax.tree.map(lambda t: keras.KerasTensor(t.shape, t.dtype),
+                            tf.nest.map_structure(
+                                lambda t: tf.TensorSpec(t.shape, t.dtype),
+                                self.call(*[tf.zeros([d or 1 for d in i.shape], i.dtype)
+                                            for i in inputs])))
