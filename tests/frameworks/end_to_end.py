@@ -63,7 +63,8 @@ def check_model(tmp_path, model, example_args_by_batch, polymorphic_shapes, *,
     with tf.GradientTape() as tape:
         loss = _loss_tf(converted(*args))
     tf_grads = tape.gradient(loss, converted.variables)
-    jax_grads = jax.tree.leaves(jax.grad(lambda p: _loss_jax(functional.apply, p, args))(
+    jax_grads = jax.tree.leaves(jax.grad(lambda p: _loss_jax(functional.apply, p, args),
+                                         allow_int=True)(
         functional.params))
     assert len(jax_grads) == len(converted.variables)
     checked = 0
