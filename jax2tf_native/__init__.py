@@ -10,6 +10,7 @@ JAX):
   convert_model        -- a Flax NNX / Linen, Equinox or Keras 3 (JAX backend) model as a
                           tf.Module: Variables (trainable as the framework says) + converted call.
   frameworks           -- the adapters behind convert_model (FunctionalModel, ...).
+  JaxLayer             -- a JAX function + params as a Keras 3 layer on the TF backend.
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
                           ExportedModuleError, CustomCallNotAllowedError, GradientCheckError,
                           GradientSpecError, NonPortableLinalgError.
@@ -25,6 +26,7 @@ _EXPORTS = {
     "deserialize": "jax2tf_native.from_exported",
     "check_grads_tf": "jax2tf_native.grad_check",
     "convert_model": "jax2tf_native.frameworks.functional",
+    "JaxLayer": "jax2tf_native.keras_layer",
     "GradientCheckError": "jax2tf_native.grad_check",
     "ArgumentShapeError": "jax2tf_native.errors",
     "ArgumentTypeError": "jax2tf_native.errors",

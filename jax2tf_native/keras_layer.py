@@ -1,11 +1,14 @@
 """`JaxLayer`: a JAX function with its parameters as a Keras 3 layer on the TensorFlow backend.
 
 The other direction from `convert_model`: a Keras/TF model gets a JAX block whose parameters
-are Keras weights, so `model.fit` trains them (gradients through the exported JAX VJP), and
-`model.save_weights` / `model.export` (a SavedModel) keep them.
+are Keras weights, so `model.fit` trains them (gradients through the exported JAX VJP).
+`model.save("m.keras")` keeps the layer as its `jax.export` artifact (serialized with its VJP,
+so a reloaded model trains too; no JAX source needed to load it), `model.export` writes a
+SavedModel, and `save_weights` the weights.
 """
 from __future__ import annotations
 
+import base64
 from typing import Any, Callable, Sequence
 
 import jax
@@ -16,6 +19,7 @@ import tensorflow as tf
 from jax2tf_native import converter, tf_variables
 
 
+@keras.saving.register_keras_serializable(package="jax2tf_native")
 class JaxLayer(keras.layers.Layer):
     """Calls `fn(params, *inputs)` with `params` held as Keras weights.
 
@@ -63,6 +67,8 @@ class JaxLayer(keras.layers.Layer):
         self._polymorphic_shapes = polymorphic_shapes
         self._convert_kwargs = dict(convert_kwargs or {})
         self._converted = None
+        self._input_examples = None
+        self._trainable_leaves = [w.trainable for w in self._weights_flat]
 
     def _converted_fn(self, n_inputs: int) -> Callable:
         if self._converted is None:
@@ -73,10 +79,49 @@ class JaxLayer(keras.layers.Layer):
         return self._converted
 
     def call(self, *inputs):
+        if self._input_examples is None:  # what get_config exports for
+            self._input_examples = [np.zeros([d or 1 for d in x.shape],
+                                             tf.dtypes.as_dtype(x.dtype).as_numpy_dtype)
+                                    for x in inputs]
         # Keras Variables wrap tf.Variables (`.value`); the TF tape sees the tf.Variable.
         params = jax.tree_util.tree_unflatten(self._treedef,
                                               [w.value for w in self._weights_flat])
         return self._converted_fn(len(inputs))(params, *inputs)
+
+    def get_config(self) -> dict:
+        """The layer as its `jax.export` artifact (with its VJP), for `model.save`."""
+        if self._input_examples is None:
+            raise ValueError(f"JaxLayer {self.name!r} has not been called, so its input shapes "
+                             f"are unknown. Fix: build the model (call it once) before saving.")
+        specs = (list(self._polymorphic_shapes) if self._polymorphic_shapes is not None
+                 else ["(b, ...)"] * len(self._input_examples))
+        params = jax.tree_util.tree_unflatten(
+            self._treedef, [jax.ShapeDtypeStruct(w.shape, np.dtype(w.dtype))
+                            for w in self._weights_flat])
+        scope = jax.export.SymbolicScope()
+        inputs = [jax.ShapeDtypeStruct(jax.export.symbolic_shape(spec, like=x.shape,
+                                                                 scope=scope), x.dtype)
+                  for spec, x in zip(specs, self._input_examples)]
+        exported = jax.export.export(jax.jit(self._fn))(params, *inputs)
+        config = super().get_config()
+        config.update(
+            exported=base64.b64encode(exported.serialize(vjp_order=1)).decode("ascii"),
+            trainable_leaves=list(self._trainable_leaves), polymorphic_shapes=specs)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> "JaxLayer":
+        """Rebuilds the layer from its artifact; Keras then loads the weights' values."""
+        config = dict(config)
+        exported = jax.export.deserialize(base64.b64decode(config.pop("exported")))
+        trainable_leaves = config.pop("trainable_leaves")
+        (params_avals, *_), _ = jax.tree_util.tree_unflatten(exported.in_tree,
+                                                             exported.in_avals)
+        treedef = jax.tree_util.tree_structure(params_avals)
+        params = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), params_avals)
+        return cls(lambda p, *args: exported.call(p, *args), params,
+                   trainable_params=jax.tree_util.tree_unflatten(treedef, trainable_leaves),
+                   **config)
 
     def compute_output_spec(self, *inputs):
         return jax.tree.map(lambda t: keras.KerasTensor(t.shape, t.dtype),
