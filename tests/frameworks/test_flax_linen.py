@@ -59,3 +59,35 @@ def test_linen_causal_transformer_end_to_end(tmp_path):
     got = serve(**inputs)["logits"].numpy()
     np.testing.assert_allclose(got, module.apply(variables, inputs)["logits"], rtol=2e-5,
                                atol=2e-5)
+
+
+class HalfPrecisionBlock(nn.Module):
+    """The Flax ImageNet example's half precision: bfloat16 compute and parameters."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Conv(4, (3, 3), dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)(x)
+        x = nn.BatchNorm(use_running_average=True, dtype=jnp.bfloat16,
+                         param_dtype=jnp.bfloat16)(x)
+        return nn.Dense(3, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)(nn.relu(x).mean((1, 2)))
+
+
+def test_linen_bfloat16_model_saves_and_verifies(tmp_path):
+    import saved_model_tools
+    import tensorflow as tf
+    from saved_model_tools import verify
+
+    module = HalfPrecisionBlock()
+    images = np.random.default_rng(0).standard_normal((2, 6, 6, 3)).astype(jnp.bfloat16)
+    variables = module.init(jax.random.key(0), images)
+    record = saved_model_tools.save_model(tmp_path / "m", module, [images], variables=variables,
+                                          polymorphic_shapes=["(b, 6, 6, 3)"])
+    assert record.signatures[0].outputs[0].dtype == "bfloat16"
+    loaded = tf.saved_model.load(str(tmp_path / "m"))
+    assert {v.dtype for v in loaded.trainable_variables} == {tf.bfloat16}
+    assert sorted(v.name for v in loaded.non_trainable_variables) == [
+        "params/batch_stats/BatchNorm_0/mean:0", "params/batch_stats/BatchNorm_0/var:0"]
+    got = loaded.signatures["serving_default"](input_0=tf.constant(images))["output_0"]
+    np.testing.assert_array_equal(got.numpy(), np.asarray(module.apply(variables, images)))
+    report = verify.verify(tmp_path / "m")
+    assert report.ok, report.format()

@@ -142,7 +142,11 @@ def test_input_names_prefix_pytree_leaves_and_save_exported_takes_pytrees(tmp_pa
     params = {"w": np.ones((4, 2), np.float32)}
     spec = {"token_ids": jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), jnp.int32)}
     blob = jax.export.export(jax.jit(model))(params, spec).serialize(vjp_order=1)
-    record = saved_model_tools.save_exported(tmp_path / "e", blob, params=params)
+    record = saved_model_tools.save_exported(tmp_path / "e", blob, params=params,
+                                             trainable=False, stablehlo_version="1.0.0")
+    assert record.stablehlo_version == "1.0.0"
+    assert [v.name for v in tf.saved_model.load(str(tmp_path / "e")).non_trainable_variables
+            ] == ["params/w:0"]
     (info,) = record.signature("serving_default").inputs
     assert (info.name, info.shape) == ("token_ids", (None, 4))
     serve = tf.saved_model.load(str(tmp_path / "e")).signatures["serving_default"]
