@@ -13,21 +13,14 @@ from jax2tf_native.errors import ArgumentTypeError
 from tf_ops import dtypes as tf_dtypes
 
 
-def _key_parts(key_path) -> list[str]:
-    parts = []
-    for key in key_path:
-        for attr in ("key", "idx", "name"):
-            if hasattr(key, attr):
-                parts.append(str(getattr(key, attr)))
-                break
-        else:
-            parts.append(str(key))
-    return parts
+def key_parts(key_path) -> list[str]:
+    """[DictKey('dense'), SequenceKey(0), GetAttrKey('w')] -> ["dense", "0", "w"]."""
+    return [str(_key_value(key)) for key in key_path]
 
 
 def variable_name(key_path) -> str:
     """"params" + ['dense']['w'] -> "params/dense/w" (characters TF rejects become _)."""
-    name = "/".join(["params", *_key_parts(key_path)])
+    name = "/".join(["params", *key_parts(key_path)])
     return re.sub(r"[^A-Za-z0-9_./-]", "_", name)
 
 

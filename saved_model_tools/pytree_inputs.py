@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
+from jax2tf_native import tf_variables
 from tf_ops import dtypes as tf_dtypes
 
 
@@ -65,15 +66,7 @@ def _example_array(where: str, arg) -> np.ndarray:
 
 
 def _leaf_name(key_path) -> str:
-    parts = []
-    for key in key_path:
-        for attr in ("key", "idx", "name"):
-            if hasattr(key, attr):
-                parts.append(str(getattr(key, attr)))
-                break
-        else:
-            parts.append(str(key))
-    return re.sub(r"[^A-Za-z0-9_]", "_", "_".join(parts))
+    return re.sub(r"[^A-Za-z0-9_]", "_", "_".join(tf_variables.key_parts(key_path)))
 
 
 def flatten(example_args: Sequence[Any], polymorphic_shapes: Sequence, input_names,
