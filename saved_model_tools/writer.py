@@ -208,6 +208,9 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
     flat = pytree_inputs.flatten(example_args, _as_specs(polymorphic_shapes, len(example_args)),
                                  input_names)
     main_input_names = signature_lib.check_names(flat.names, "input_names")
+    # A further signature on the main arguments gets them flat, as the main function does.
+    extra = [dataclasses.replace(s, fn=flat.wrap(s.fn))
+             if s.example_args is None and s.fn is not None else s for s in extra]
     options = _ConvertOptions(with_gradient, gradient_mode, input_gradients, platforms,
                               jit_compile, tuple(polymorphic_constraints), stablehlo_version,
                               linalg)

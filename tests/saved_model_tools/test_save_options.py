@@ -205,3 +205,16 @@ def test_trainable_choice_per_subtree(tmp_path):
     want = jax.grad(lambda w: jnp.sum(model({**params, "params": {"w": w}}, np.ones((2, 3),
                                                                                 np.float32)) ** 2))
     np.testing.assert_allclose(grad.numpy(), want(params["params"]["w"]), rtol=1e-6)
+
+
+def test_further_signature_on_pytree_main_arguments_gets_the_pytree(tmp_path):
+    inputs = _token_inputs(2, 5)
+    saved_model_tools.save(
+        tmp_path / "m", _token_model, _TOKEN_PARAMS, [inputs], polymorphic_shapes=["(b, t)"],
+        polymorphic_constraints=["t <= 64"],
+        signatures=[saved_model_tools.Signature(
+            "mean_hidden", fn=lambda p, x: {"mean": _token_model(p, x)["hidden"].mean(1)})])
+    serve = tf.saved_model.load(str(tmp_path / "m")).signatures["mean_hidden"]
+    got = serve(**{k: tf.constant(v) for k, v in inputs.items()})["mean"].numpy()
+    np.testing.assert_allclose(got, _token_model(_TOKEN_PARAMS, inputs)["hidden"].mean(1),
+                               rtol=1e-6)
