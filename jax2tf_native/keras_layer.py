@@ -122,10 +122,3 @@ class JaxLayer(keras.layers.Layer):
         return cls(lambda p, *args: exported.call(p, *args), params,
                    trainable_params=jax.tree_util.tree_unflatten(treedef, trainable_leaves),
                    **config)
-
-    def compute_output_spec(self, *inputs):
-        return jax.tree.map(lambda t: keras.KerasTensor(t.shape, t.dtype),
-                            tf.nest.map_structure(
-                                lambda t: tf.TensorSpec(t.shape, t.dtype),
-                                self.call(*[tf.zeros([d or 1 for d in i.shape], i.dtype)
-                                            for i in inputs])))
