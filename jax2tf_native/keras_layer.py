@@ -62,7 +62,9 @@ class JaxLayer(keras.layers.Layer):
                 shape=value.shape, dtype=tf.dtypes.as_dtype(value.dtype).name,
                 initializer=keras.initializers.Constant(value),
                 trainable=floating and choice is not False,
-                name=tf_variables.variable_name(key_path).removeprefix("params/").replace("/", "_")))
+                # Keras weight names may not hold "/": params/dense/w -> dense_w.
+                name=tf_variables.variable_name(key_path).removeprefix("params/")
+                .replace("/", "_")))
         self._fn = fn
         self._polymorphic_shapes = polymorphic_shapes
         self._convert_kwargs = dict(convert_kwargs or {})

@@ -43,16 +43,17 @@ def check_model(tmp_path, model, example_args_by_batch, polymorphic_shapes, *,
     """
     model_kwargs = model_kwargs or {}
     functional = frameworks.functional_model(model, **model_kwargs)
+    jax_apply = jax.jit(functional.apply)  # op-by-op JAX is slow for framework models
     converted = jax2tf_native.convert_model(model, polymorphic_shapes=polymorphic_shapes,
                                             polymorphic_constraints=polymorphic_constraints,
                                             **model_kwargs)
     # convert: eager and tf.function, at both batch sizes, equal JAX's own call.
     for args in example_args_by_batch:
-        _assert_tree_close(converted(*args), functional.apply(functional.params, *args), rtol,
+        _assert_tree_close(converted(*args), jax_apply(functional.params, *args), rtol,
                            atol, "eager")
     args = example_args_by_batch[-1]
     _assert_tree_close(tf.function(converted, autograph=False)(*args),
-                       functional.apply(functional.params, *args), rtol, atol, "tf.function")
+                       jax_apply(functional.params, *args), rtol, atol, "tf.function")
     assert sorted(v.name[:-2] for v in converted.trainable_variables) == sorted(
         expect_trainable)
     assert sorted(v.name[:-2] for v in converted.non_trainable_variables) == sorted(
@@ -63,9 +64,9 @@ def check_model(tmp_path, model, example_args_by_batch, polymorphic_shapes, *,
     with tf.GradientTape() as tape:
         loss = _loss_tf(converted(*args))
     tf_grads = tape.gradient(loss, converted.variables)
-    jax_grads = jax.tree.leaves(jax.grad(lambda p: _loss_jax(functional.apply, p, args),
-                                         allow_int=True)(
-        functional.params))
+    jax_grad = jax.jit(jax.grad(lambda p: _loss_jax(functional.apply, p, args),
+                                allow_int=True))
+    jax_grads = jax.tree.leaves(jax_grad(functional.params))
     assert len(jax_grads) == len(converted.variables)
     checked = 0
     for variable, got, want in zip(converted.variables, tf_grads, jax_grads):
@@ -93,7 +94,7 @@ def check_model(tmp_path, model, example_args_by_batch, polymorphic_shapes, *,
         got = serve(**{k: tf.constant(v) for k, v in inputs.items()})
         _assert_tree_close([got[k] for k in sorted(got)],
                            [np.asarray(v) for _, v in sorted(
-                               _outputs_by_name(functional.apply(functional.params, *args))
+                               _outputs_by_name(jax_apply(functional.params, *args))
                                .items())], rtol, atol, "restored signature")
     report = verify.verify(path)
     assert report.ok and report.jax_imported is False, report.format()
