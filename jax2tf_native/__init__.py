@@ -9,6 +9,10 @@ JAX):
   check_grads_tf       -- TF tape gradients (any order) vs JAX and finite differences.
   call_tf, PolyShape, eval_polymorphic_shape, dtype_of_val, DisabledSafetyCheck
                        -- jax2tf's own objects, re-exported for drop-in use (docs/compat.md).
+  convert_model        -- a Flax NNX / Linen, Equinox or Keras 3 (JAX backend) model as a
+                          tf.Module: Variables (trainable as the framework says) + converted call.
+  frameworks           -- the adapters behind convert_model (FunctionalModel, ...).
+  JaxLayer             -- a JAX function + params as a Keras 3 layer on the TF backend.
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
                           ExportedModuleError, JaxTransformationError, CustomCallNotAllowedError,
                           GradientCheckError, GradientSpecError, NonPortableLinalgError,
@@ -24,6 +28,8 @@ _EXPORTS = {
     "call_exported": "jax2tf_native.from_exported",
     "deserialize": "jax2tf_native.from_exported",
     "check_grads_tf": "jax2tf_native.grad_check",
+    "convert_model": "jax2tf_native.frameworks.functional",
+    "JaxLayer": "jax2tf_native.keras_layer",
     "GradientCheckError": "jax2tf_native.grad_check",
     "ArgumentShapeError": "jax2tf_native.errors",
     "ArgumentTypeError": "jax2tf_native.errors",
@@ -48,6 +54,8 @@ __all__ = list(_EXPORTS)
 
 
 def __getattr__(name):
+    if name == "frameworks":
+        return importlib.import_module("jax2tf_native.frameworks")
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value

@@ -2,6 +2,7 @@
 
   save            -- a JAX function + params as a SavedModel (Variables, signatures, gradients).
   save_exported   -- the same from a jax.export artifact (no Python source needed).
+  save_model      -- a Flax NNX / Linen, Equinox or Keras 3 (JAX backend) model, in one call.
   Signature       -- a further named entry point (other function, TF pre/post-processing).
   manifest        -- what we record inside the SavedModel (readable without JAX).
 
@@ -16,7 +17,10 @@ def __getattr__(name):
         import importlib
         writer = importlib.import_module("saved_model_tools.writer")
         return getattr(writer, name)
+    if name == "save_model":
+        import importlib
+        return importlib.import_module("saved_model_tools.framework_models").save_model
     raise AttributeError(f"module 'saved_model_tools' has no attribute {name!r}")
 
 
-__all__ = ["save", "save_exported", "Signature"]
+__all__ = ["save", "save_exported", "save_model", "Signature"]

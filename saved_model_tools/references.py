@@ -1,7 +1,6 @@
 """Reference inputs and JAX's outputs for them, recorded inside a SavedModel for `verify`."""
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -9,7 +8,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from saved_model_tools import manifest
+from saved_model_tools import manifest, reference_file
 
 # Tolerances TF's outputs are compared with, by output dtype kind and size (TF's XLA and
 # jaxlib's XLA may fuse differently, so float results can differ in the last bits).
@@ -59,16 +58,14 @@ def write(record_dir: Path, file_name: str, inputs: dict, outputs: dict) -> None
     record_dir.mkdir(parents=True, exist_ok=True)
     arrays = {f"inputs/{k}": np.asarray(v) for k, v in inputs.items()}
     arrays.update({f"outputs/{k}": np.asarray(v) for k, v in outputs.items()})
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    (record_dir / file_name).write_bytes(buffer.getvalue())
+    reference_file.write(record_dir / file_name, arrays)
 
 
 def read(saved_model_dir: Path, reference: manifest.Reference) -> tuple[dict, dict]:
     """(inputs, outputs) of a recorded reference."""
-    with np.load(Path(saved_model_dir) / manifest.RECORD_DIR / reference.file) as data:
-        inputs = {k[len("inputs/"):]: data[k] for k in data.files if k.startswith("inputs/")}
-        outputs = {k[len("outputs/"):]: data[k] for k in data.files if k.startswith("outputs/")}
+    data = reference_file.read(Path(saved_model_dir) / manifest.RECORD_DIR / reference.file)
+    inputs = {k[len("inputs/"):]: v for k, v in data.items() if k.startswith("inputs/")}
+    outputs = {k[len("outputs/"):]: v for k, v in data.items() if k.startswith("outputs/")}
     return inputs, outputs
 
 

@@ -253,6 +253,7 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
 
     from saved_model_tools import inspect as inspect_lib
     from saved_model_tools import manifest as manifest_lib
+    from saved_model_tools import reference_file
 
     start = time.perf_counter()
     directory = Path(saved_model_dir)
@@ -313,10 +314,9 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
             recorded = None
     cases = []  # (batch, inputs, expected outputs, what, rtol, atol)
     for ref in (recorded.references if recorded else ()):
-        with np.load(directory / manifest_lib.RECORD_DIR / ref.file) as data:
-            inputs = {k[len("inputs/"):]: data[k] for k in data.files if k.startswith("inputs/")}
-            outputs = {k[len("outputs/"):]: data[k] for k in data.files
-                       if k.startswith("outputs/")}
+        data = reference_file.read(directory / manifest_lib.RECORD_DIR / ref.file)
+        inputs = {k[len("inputs/"):]: v for k, v in data.items() if k.startswith("inputs/")}
+        outputs = {k[len("outputs/"):]: v for k, v in data.items() if k.startswith("outputs/")}
         if batch_size is not None and ref.batch_size != batch_size:
             continue
         cases.append((ref.batch_size, inputs, outputs, f"{recorded.reference_source} reference",
@@ -324,10 +324,9 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
     if batch_size is not None and not cases and recorded and recorded.references:
         # No reference at the fixed batch: the recorded rows, resized, run in TF for comparison.
         ref = recorded.references[-1]
-        with np.load(directory / manifest_lib.RECORD_DIR / ref.file) as data:
-            inputs = {k[len("inputs/"):]: np.take(data[k], np.arange(batch_size) % ref.batch_size,
-                                                  axis=0)
-                      for k in data.files if k.startswith("inputs/")}
+        data = reference_file.read(directory / manifest_lib.RECORD_DIR / ref.file)
+        inputs = {k[len("inputs/"):]: np.take(v, np.arange(batch_size) % ref.batch_size, axis=0)
+                  for k, v in data.items() if k.startswith("inputs/")}
         fn = tf.saved_model.load(str(directory)).signatures[signature]
         outputs = {k: v.numpy() for k, v in fn(**{k: tf.constant(v)
                                                   for k, v in inputs.items()}).items()}

@@ -531,6 +531,7 @@ def _reference_cases(directory: Path, recorded, batch_sizes, result: dict) -> li
     import numpy as np
 
     from saved_model_tools import manifest as manifest_lib
+    from saved_model_tools import reference_file
 
     loaded = []
     for ref in recorded.references:
@@ -540,11 +541,11 @@ def _reference_cases(directory: Path, recorded, batch_sizes, result: dict) -> li
                 f"signature {recorded.name!r}: reference file {path} is missing. Fix: re-save "
                 f"the model (the manifest and its .npz files are written together).")
             continue
-        with np.load(path, allow_pickle=False) as data:
-            inputs = {t.name: data[f"inputs/{t.name}"] for t in recorded.inputs
-                      if f"inputs/{t.name}" in data}
-            outputs = {t.name: data[f"outputs/{t.name}"] for t in recorded.outputs
-                       if f"outputs/{t.name}" in data}
+        data = reference_file.read(path)
+        inputs = {t.name: data[f"inputs/{t.name}"] for t in recorded.inputs
+                  if f"inputs/{t.name}" in data}
+        outputs = {t.name: data[f"outputs/{t.name}"] for t in recorded.outputs
+                   if f"outputs/{t.name}" in data}
         if len(inputs) != len(recorded.inputs):
             result["errors"].append(
                 f"signature {recorded.name!r}: {path.name} lacks inputs "

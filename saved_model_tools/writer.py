@@ -15,9 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 import jax2tf_native
-from saved_model_tools import atomic_dir, manifest, references, warmup
+from saved_model_tools import atomic_dir, manifest, pytree_inputs, references, warmup
 from saved_model_tools import signature as signature_lib
-from saved_model_tools import variables as variables_lib
+from jax2tf_native import tf_variables
 from saved_model_tools.signature import Signature
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -29,6 +29,7 @@ class _ModelRoot(tf.Module):
     # lists and the root restored by tf.saved_model.load (a generic object) still has them.
     variables = None
     trainable_variables = None
+    non_trainable_variables = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,14 +75,18 @@ class _Progress:
         self.done(label, start)
 
 
-def _example_array(index: int, arg) -> np.ndarray:
-    """The example argument as an array, or a TypeError naming it (np.asarray would accept
-    None or strings as object/str arrays and fail later with a confusing message)."""
-    array = np.asarray(arg) if arg is not None else None
-    if array is None or array.dtype.kind in "OUSV":
-        raise TypeError(f"example_args[{index}] is {type(arg).__name__} ({arg!r:.40}), not a "
-                        f"numeric array. Fix: pass one example array per input after params.")
-    return array
+@dataclasses.dataclass(frozen=True)
+class _ConvertOptions:
+    """What `save` passes through to `jax2tf_native.convert` for every signature."""
+    with_gradient: bool
+    gradient_mode: str
+    input_gradients: bool
+    platforms: Sequence[str] | None
+    jit_compile: bool
+    polymorphic_constraints: tuple[str, ...] = ()
+    stablehlo_version: str | None = None
+    linalg: str = "portable"
+    target_tf: str | None = None
 
 
 def _as_specs(polymorphic_shapes, n_args: int) -> list:
@@ -123,6 +128,8 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
          platforms: Sequence[str] | None = None,
          jit_compile: bool = True, overwrite: bool = False,
          progress: Callable[[str], None] | None = None,
+         polymorphic_constraints: Sequence[str] = (), stablehlo_version: str | None = None,
+         linalg: str = "portable", trainable: Any = None,
          target_tf: str | None = None) -> manifest.Manifest:
     """Writes `fn(params, *args)` as a SavedModel for TF Serving.
 
@@ -137,9 +144,12 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
       export_dir: the SavedModel directory (e.g. ".../models/mnist/1" for TF Serving).
       fn: the JAX function, called as `fn(params, *args)`.
       params: a pytree of arrays.
-      example_args: one example array per input (after params).
-      polymorphic_shapes: one spec per input (e.g. ["(b, 28, 28, 1)"]) or one string for all.
-      input_names: names of the inputs; default "input_0", "input_1", ...
+      example_args: one example per argument after params: an array, or a pytree (dict,
+        list) of arrays whose leaves become inputs named by key path (`token_ids`).
+      polymorphic_shapes: one spec per argument (e.g. ["(b, 28, 28, 1)"]; for a pytree
+        argument a string for every leaf or a pytree prefix of it) or one string for all.
+      input_names: names of the inputs; default "input_0", "input_1", ... (for a pytree
+        argument, the prefix of its leaves' names).
       output_names: names of the outputs unless `fn` returns a dict (whose keys are kept).
       signatures: further `Signature`s (other functions, pre/post-processing).
       with_gradient: keep gradients (a TF-only process can fine-tune the Variables).
@@ -155,6 +165,14 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         function uses TF ops XLA cannot compile (e.g. string ops).
       overwrite: replace an existing directory (only once the new model is complete).
       progress: called with one line per phase (trace/export, references, write, commit).
+      polymorphic_constraints: as for `jax2tf_native.convert`, e.g. ["t <= 64"] for a model
+        slicing a learned position embedding by the sequence length.
+      stablehlo_version: as for `convert`: the StableHLO version of the serving TF (default
+        the installed TF's); recorded in the manifest.
+      linalg: as for `convert`: "portable" (default) or "native".
+      trainable: which parameters restore as trainable Variables: None (every float leaf),
+        a bool, or a pytree prefix of params, e.g. `{"params": True, "batch_stats": False}`.
+        The restored root has `.trainable_variables` and `.non_trainable_variables`.
       target_tf: the TensorFlow / TF Serving version that will serve the model, "2.17" ...
         "2.21" (default: the installed TF): the modules get the calling convention and
         StableHLO version that TF runs (measured by tools/tf_version_matrix.py), and the
@@ -182,7 +200,6 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
     if isinstance(example_args, (str, bytes)) or not isinstance(example_args, (list, tuple)):
         raise TypeError("example_args must be a list or tuple of arrays (one per input after "
                         f"params), got {type(example_args).__name__}. Fix: e.g. [images].")
-    example_args = [_example_array(i, a) for i, a in enumerate(example_args)]
     target = _target(target_tf)
     extra = list(signatures or ())
     names = [DEFAULT_SIGNATURE] + [s.name for s in extra]
@@ -193,25 +210,31 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         raise FileExistsError(f"{export_dir} already exists. Fix: pass overwrite=True to replace "
                               f"it, or choose a new directory (e.g. the next version number).")
     steps = _Progress(progress, total=5)
-    main_specs = _as_specs(polymorphic_shapes, len(example_args))
-    main_input_names = signature_lib.check_names(
-        input_names if input_names is not None
-        else [f"input_{i}" for i in range(len(example_args))], "input_names")
-    if len(main_input_names) != len(example_args):
-        raise ValueError(f"{len(main_input_names)} input_names for {len(example_args)} example "
-                         f"arguments. Fix: one name per argument after params.")
+    if input_names is not None:
+        input_names = list(input_names)
+        if len(input_names) != len(example_args):
+            raise ValueError(f"{len(input_names)} input_names for {len(example_args)} example "
+                             f"arguments. Fix: one name per argument after params.")
+    flat = pytree_inputs.flatten(example_args, _as_specs(polymorphic_shapes, len(example_args)),
+                                 input_names)
+    main_input_names = signature_lib.check_names(flat.names, "input_names")
+    # A further signature on the main arguments gets them flat, as the main function does.
+    extra = [dataclasses.replace(s, fn=flat.wrap(s.fn))
+             if s.example_args is None and s.fn is not None else s for s in extra]
+    options = _ConvertOptions(with_gradient, gradient_mode, input_gradients, platforms,
+                              jit_compile, tuple(polymorphic_constraints), stablehlo_version,
+                              linalg, target.version)
 
     with steps.phase("trace and export every signature (JAX -> StableHLO -> XlaCallModule)"):
-        params_tree, flat_variables = variables_lib.to_variables(params)
+        params_tree, flat_variables = tf_variables.to_variables(params, trainable)
         root = _ModelRoot()
         root.params = params_tree
         root.variables = list(flat_variables)
         root.trainable_variables = [v for v in flat_variables if v.trainable]
-        main = Signature(DEFAULT_SIGNATURE, fn, example_args, main_specs, main_input_names,
-                         output_names)
-        built = [_build(s, main, params_tree, with_gradient, gradient_mode, input_gradients,
-                        platforms, jit_compile,
-                        target_tf=target.version) for s in [main] + extra]
+        root.non_trainable_variables = [v for v in flat_variables if not v.trainable]
+        main = Signature(DEFAULT_SIGNATURE, flat.wrap(fn), flat.arrays, flat.polymorphic_shapes,
+                         main_input_names, output_names)
+        built = [_build(s, main, params_tree, options) for s in [main] + extra]
         for b in built:
             setattr(root, b.spec.name, b.function)
     with steps.phase("compute JAX reference outputs"):
@@ -225,41 +248,52 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         with steps.phase("record references and warmup requests"):
             record = _write_records(temp, built, records, flat_variables, with_gradient,
                                     gradient_mode, platforms, input_gradients,
-                                    target=target)
+                                    stablehlo_version=stablehlo_version, target=target)
         commit_start = time.perf_counter()
     steps.done(f"commit atomically to {export_dir}", commit_start)
     return record
 
 
-def _build(spec: Signature, main: Signature, params_tree, with_gradient: bool,
-           gradient_mode: str, input_gradients: bool, platforms, jit_compile: bool,
-           target_tf: str | None = None) -> _Built:
+def _build(spec: Signature, main: Signature, params_tree, options: _ConvertOptions) -> _Built:
     fn = spec.fn or main.fn
     uses_main_args = spec.example_args is None
-    example_args = (main.example_args if uses_main_args
-                    else [_example_array(i, a) for i, a in enumerate(spec.example_args)])
-    poly = (main.polymorphic_shapes if uses_main_args and spec.polymorphic_shapes is None
-            else _as_specs(spec.polymorphic_shapes, len(example_args)))
     where = f"signature {spec.name!r}"
+    if uses_main_args:
+        example_args, poly = main.example_args, (
+            main.polymorphic_shapes if spec.polymorphic_shapes is None
+            else _as_specs(spec.polymorphic_shapes, len(main.example_args)))
+        leaf_names = None
+    else:
+        if (spec.preprocess is None and spec.input_names is not None
+                and len(spec.input_names) != len(spec.example_args)):
+            raise ValueError(f"{where}: {len(spec.input_names)} input names for "
+                             f"{len(spec.example_args)} example arguments.")
+        flat = pytree_inputs.flatten(
+            spec.example_args, _as_specs(spec.polymorphic_shapes, len(spec.example_args)),
+            spec.input_names, where=f"{where}: example_args")
+        fn, example_args, poly, leaf_names = (flat.wrap(fn), flat.arrays,
+                                              flat.polymorphic_shapes, flat.names)
     if spec.preprocess is not None:
         input_specs = [tf.TensorSpec(s.shape, s.dtype, name=n) for s, n in zip(
             spec.input_signature,
             spec.input_names or [s.name or f"input_{i}" for i, s in enumerate(spec.input_signature)])]
     else:
-        names = spec.input_names or (main.input_names if uses_main_args
-                                     else [f"input_{i}" for i in range(len(example_args))])
+        names = (main.input_names if uses_main_args and spec.input_names is None
+                 else spec.input_names if uses_main_args else leaf_names)
         names = signature_lib.check_names(names, f"{where}: input_names")
         if len(names) != len(example_args):
             raise ValueError(f"{where}: {len(names)} input names for {len(example_args)} inputs.")
         input_specs = signature_lib.example_input_specs(example_args, poly, names)
     signature_lib.check_names([s.name for s in input_specs], f"{where}: input names")
-    converted = jax2tf_native.convert(fn, polymorphic_shapes=[None, *poly],
-                                      with_gradient=with_gradient, gradient_mode=gradient_mode,
-                                      # TF saves a custom gradient but not the gradient of
-                                      # its backward pass: keep first order only.
-                                      gradient_order=1, platforms=platforms,
-                                      gradient_argnums=None if input_gradients else 0,
-                                      target_tf=target_tf)
+    converted = jax2tf_native.convert(
+        fn, polymorphic_shapes=[None, *poly], with_gradient=options.with_gradient,
+        gradient_mode=options.gradient_mode,
+        # TF saves a custom gradient but not the gradient of its backward pass: first order.
+        gradient_order=1, platforms=options.platforms,
+        gradient_argnums=None if options.input_gradients else 0,
+        polymorphic_constraints=options.polymorphic_constraints,
+        stablehlo_version=options.stablehlo_version, linalg=options.linalg,
+        target_tf=options.target_tf)
     output_names = spec.output_names if spec.output_names is not None else (
         main.output_names if spec.fn is None and spec.postprocess is None else None)
 
@@ -273,7 +307,7 @@ def _build(spec: Signature, main: Signature, params_tree, with_gradient: bool,
 
     serve.__name__ = spec.name
     function = tf.function(serve, input_signature=input_specs, autograph=False,
-                           jit_compile=jit_compile)
+                           jit_compile=options.jit_compile)
     concrete = function.get_concrete_function()  # traces and exports now, inside this phase
     info = manifest.SignatureInfo(
         name=spec.name, method_name=signature_lib.PREDICT_METHOD,
@@ -325,7 +359,8 @@ def _references(b: _Built, main: Signature, params) -> list[tuple[int, dict, dic
 
 def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_variables,
                    with_gradient: bool, gradient_mode: str, platforms,
-                   input_gradients: bool = True, target=None) -> manifest.Manifest:
+                   input_gradients: bool = True, stablehlo_version: str | None = None,
+                   target=None) -> manifest.Manifest:
     record_dir = temp / manifest.RECORD_DIR
     infos, warmup_requests = [], []
     for b in built:
@@ -348,7 +383,8 @@ def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_vari
                                for v in flat_variables)),
         with_gradient=with_gradient, gradient_mode=gradient_mode,
         platforms=tuple(platforms or (jax.default_backend(),)),
-        stablehlo_version=target.stablehlo_version if target else _stablehlo_version(),
+        stablehlo_version=(stablehlo_version
+                           or (target.stablehlo_version if target else _stablehlo_version())),
         input_gradients=input_gradients,
         target_tf=target.version if target else None)
     manifest.write(temp, record)
@@ -380,6 +416,8 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
                   gradient_mode: str = "recompute", jit_compile: bool = True,
                   overwrite: bool = False,
                   progress: Callable[[str], None] | None = None,
+                  stablehlo_version: str | None = None,
+                  trainable: Any = None,
                   target_tf: str | None = None) -> manifest.Manifest:
     """Writes a `jax.export` artifact (an `Exported` or its serialized bytes) as a SavedModel.
 
@@ -389,12 +427,15 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
     Args:
       export_dir: the SavedModel directory.
       exported_or_bytes: a `jax.export.Exported` or the bytes of `Exported.serialize()`. It must
-        take positional arrays (after an optional params pytree) and no keyword arguments.
+        take positional arguments (after an optional params pytree; arrays or pytrees of
+        arrays, whose leaves become inputs named by key path) and no keyword arguments.
       params: when given, the artifact's first argument, saved as tf.Variables; the remaining
         arguments are the signature's inputs.
       example_args: example inputs (after params) for the reference data; default random
         inputs of the exported shapes (batch 1 and 3 for a symbolic leading dimension).
-      input_names, output_names, jit_compile, overwrite, progress: as for `save`.
+      input_names, output_names, jit_compile, overwrite, progress, stablehlo_version,
+        trainable: as for `save` (polymorphic constraints and the linalg lowering are already
+        in the artifact).
       with_gradient: keep gradients; needs an artifact serialized with `vjp_order >= 1`.
       gradient_mode: as for `save`.
       target_tf: as for `save`. The artifact is called inside the new export (as for any
@@ -416,11 +457,6 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
                          f"gradients. Fix: serialize with Exported.serialize(vjp_order=1), or "
                          f"pass with_gradient=False.")
     input_avals = list(args_tree[1:] if params is not None else args_tree)
-    for i, aval in enumerate(input_avals):
-        if not hasattr(aval, "shape"):
-            raise ValueError(f"input {i} of '{exported.fun_name}' is a pytree; signature inputs "
-                             f"must be single arrays. Fix: export with flat array inputs (put "
-                             f"pytrees in params).")
     if params is not None:
         want = jax.tree_util.tree_structure(args_tree[0])
         got = jax.tree_util.tree_structure(params)
@@ -428,9 +464,10 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
             raise ValueError(f"params has structure {got}, but '{exported.fun_name}' takes "
                              f"{want} as its first argument. Fix: pass the params it was "
                              f"exported with.")
-    specs = ["(" + ", ".join(str(d) for d in a.shape) + ")" for a in input_avals]
+    specs = [jax.tree.map(lambda a: "(" + ", ".join(str(d) for d in a.shape) + ")", avals)
+             for avals in input_avals]
     if example_args is None:
-        example_args = [_example_for(aval) for aval in input_avals]
+        example_args = [jax.tree.map(_example_for, avals) for avals in input_avals]
     takes_params = params is not None
     if params is None:
         fn = lambda unused_params, *args: exported.call(*args)
@@ -443,7 +480,8 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
                 input_names=input_names, output_names=output_names,
                 with_gradient=with_gradient, gradient_mode=gradient_mode,
                 platforms=exported.platforms, jit_compile=jit_compile, overwrite=overwrite,
-                progress=progress, target_tf=target_tf)
+                progress=progress, stablehlo_version=stablehlo_version, trainable=trainable,
+                target_tf=target_tf)
 
 
 def _with_exported_shardings(fn: Callable, exported, takes_params: bool) -> Callable:

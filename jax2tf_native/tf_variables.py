@@ -1,0 +1,132 @@
+"""Parameters as `tf.Variable`s named by their pytree path, so a SavedModel stores them in its
+checkpoint (never as graph constants) and TF code can fine-tune them."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+from jax2tf_native.errors import ArgumentTypeError
+from tf_ops import dtypes as tf_dtypes
+
+
+def key_parts(key_path) -> list[str]:
+    """[DictKey('dense'), SequenceKey(0), GetAttrKey('w')] -> ["dense", "0", "w"]."""
+    return [str(_key_value(key)) for key in key_path]
+
+
+def variable_name(key_path) -> str:
+    """"params" + ['dense']['w'] -> "params/dense/w" (characters TF rejects become _)."""
+    name = "/".join(["params", *key_parts(key_path)])
+    return re.sub(r"[^A-Za-z0-9_./-]", "_", name)
+
+
+def _is_choice(x) -> bool:
+    return x is None or isinstance(x, bool)
+
+
+def _key_value(key):
+    for attr in ("key", "idx", "name"):
+        if hasattr(key, attr):
+            return getattr(key, attr)
+    return key
+
+
+def trainable_leaves(params: Any, trainable: Any = None) -> list[bool | None]:
+    """One choice per params leaf: True/False from `trainable`, None for "by dtype".
+
+    Args:
+      params: the parameter pytree.
+      trainable: None (float and complex leaves train), a bool for all leaves, or a nested
+        dict (lists by index) following params' keys with True, False or None where a choice
+        covers a whole subtree, e.g. `{"params": True, "batch_stats": False}`. Keys left out
+        are None.
+
+    Raises:
+      ValueError: `trainable` names a key params lacks, or holds something else than a bool.
+    """
+    leaves_with_path = jax.tree_util.tree_flatten_with_path(params)[0]
+    if _is_choice(trainable):
+        return [trainable] * len(leaves_with_path)
+    used, choices = set(), []
+    for key_path, _ in leaves_with_path:
+        node, path = trainable, ()
+        for key in key_path:
+            if _is_choice(node):
+                break
+            key = _key_value(key)
+            if isinstance(node, dict) and key in node:
+                node, path = node[key], path + (key,)
+            elif isinstance(node, (list, tuple)) and isinstance(key, int) and key < len(node):
+                node, path = node[key], path + (key,)
+            elif isinstance(node, dict):
+                node = None
+                break
+            else:
+                raise ValueError(f"trainable{''.join(f'[{k!r}]' for k in path)} is "
+                                 f"{type(node).__name__}, but params continue with key {key!r}. "
+                                 f"Fix: a dict following params' keys with True/False, e.g. "
+                                 f"{{'params': True, 'batch_stats': False}}.")
+        if not _is_choice(node):
+            raise ValueError(f"trainable{''.join(f'[{k!r}]' for k in path)} must be True, False "
+                             f"or None (params has a leaf there), got {node!r:.60}.")
+        used.add(path)
+        choices.append(node)
+    for key_path, _ in jax.tree_util.tree_flatten_with_path(trainable, is_leaf=_is_choice)[0]:
+        path = tuple(_key_value(k) for k in key_path)
+        if path not in used and not _has_path(params, path):
+            raise ValueError(f"trainable{jax.tree_util.keystr(key_path)} names no subtree of "
+                             f"params (top-level keys: {_top_keys(params)}). Fix: use params' "
+                             f"own keys, e.g. {{'params': True, 'batch_stats': False}}.")
+    return choices
+
+
+def _has_path(params, path: tuple) -> bool:
+    """Whether params has the subtree `path` (possibly empty, e.g. no batch statistics)."""
+    node = params
+    for key in path:
+        if hasattr(node, "keys") and key in node.keys():
+            node = node[key]
+        elif isinstance(node, (list, tuple)) and isinstance(key, int) and key < len(node):
+            node = node[key]
+        else:
+            return False
+    return True
+
+
+def _top_keys(params) -> list:
+    return sorted({str(_key_value(p[0])) for p, _ in
+                   jax.tree_util.tree_flatten_with_path(params)[0] if p})
+
+
+def to_variables(params: Any, trainable: Any = None) -> tuple[Any, list[tf.Variable]]:
+    """Returns the params pytree with tf.Variable leaves, and the flat list of Variables.
+
+    Float and complex leaves are trainable unless `trainable` (see `trainable_leaves`) says
+    False for their subtree; integer and bool leaves never are (TF cannot step them).
+
+    Example:
+        >>> tree, flat = to_variables({"w": np.ones((2, 2), np.float32),
+        ...                            "stats": np.zeros(2, np.float32)},
+        ...                           trainable={"w": True, "stats": False})
+        >>> [v.trainable for v in flat]   # leaves in key order: stats, w
+        [False, True]
+    """
+    leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(params)
+    choices = trainable_leaves(params, trainable)
+    variables = []
+    for (key_path, leaf), choice in zip(leaves_with_path, choices):
+        name = variable_name(key_path)
+        try:
+            value = np.asarray(leaf)
+            tf_dtype = tf_dtypes.to_tf_dtype(value.dtype)
+        except (TypeError, ValueError) as e:
+            raise ArgumentTypeError(f"params leaf {name} cannot become a tf.Variable: {e}. Fix: "
+                                    f"params must be a pytree of numeric arrays.") from None
+        # tf_dtype, not numpy: bfloat16 (ml_dtypes, numpy kind "V") is a float too.
+        inexact = tf_dtype.is_floating or tf_dtype.is_complex
+        variables.append(tf.Variable(value, name=name, trainable=inexact and choice is not False))
+    return jax.tree_util.tree_unflatten(treedef, variables), variables

@@ -1,0 +1,55 @@
+"""The reference .npz files in `assets.extra/jax2tf_native/`, written and read without JAX.
+
+`.npz` keeps only numpy's own dtypes: an ml_dtypes array (bfloat16, float8_*, int4) comes back
+as raw bytes (`|V2`). Such arrays are stored as unsigned integers of the same size, with their
+dtype names in the extra entry `DTYPES_KEY` (a JSON object), and viewed back when read.
+"""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+DTYPES_KEY = "__dtype_names__"
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    import tensorflow as tf  # TF knows ml_dtypes' names ("bfloat16") without importing JAX.
+
+    return np.dtype(tf.dtypes.as_dtype(name).as_numpy_dtype)
+
+
+def write(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Writes `arrays` (numpy or ml_dtypes dtypes) to the .npz file `path`.
+
+    Example:
+        >>> write(Path("r.npz"), {"outputs/y": np.ones(2, ml_dtypes.bfloat16)})
+        >>> read(Path("r.npz"))["outputs/y"].dtype
+        dtype(bfloat16)
+    """
+    stored, names = {}, {}
+    for key, value in arrays.items():
+        value = np.asarray(value)
+        if value.dtype.kind == "V":
+            names[key] = value.dtype.name
+            value = value.view(f"u{value.dtype.itemsize}")
+        stored[key] = value
+    if names:
+        stored[DTYPES_KEY] = np.array(json.dumps(names, sort_keys=True))
+    buffer = io.BytesIO()
+    np.savez(buffer, **stored)
+    Path(path).write_bytes(buffer.getvalue())
+
+
+def read(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a reference file, with their recorded dtypes."""
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files if k != DTYPES_KEY}
+        names = json.loads(str(data[DTYPES_KEY])) if DTYPES_KEY in data.files else {}
+    for key, name in names.items():
+        if key in arrays:
+            arrays[key] = arrays[key].view(_numpy_dtype(name))
+    return arrays
