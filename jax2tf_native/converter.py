@@ -281,12 +281,9 @@ class _Converted:
                 self._fun, treedef, [s.struct for s in specs], name,
                 gradient_inputs=_gradient_leaves(options.gradient_argnums, args, specs),
                 gradient_outputs=options.gradient_outputs)
-            node = DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
+            # Nothing is exported yet: the call exports what it runs (the plain module when no
+            # tape records, the residual forward of the watched inputs when one does).
+            return DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
                                           options.constraints, options.residual_policy)
-            # Export now, so that errors surface at this call and the cache holds a ready module.
-            if not (options.with_gradient and options.gradient_mode == "residuals"
-                    and node.forward() is not None):
-                node.primal()
-            return node
 
         return self._by_export_signature.get_or_compute(export_key, build)
