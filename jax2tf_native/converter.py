@@ -60,11 +60,13 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       disabled_checks: `jax.export.DisabledSafetyCheck` values.
       native_serialization_platforms: jax2tf's name for `platforms`.
       native_serialization_disabled_checks: jax2tf's name for `disabled_checks`.
-      gradient_mode: "residuals" (default): the forward op also returns the VJP residuals and the
-        backward op uses them, so the forward pass is not recomputed; "recompute": the backward
-        op recomputes the forward pass (jax2tf's behaviour). Residuals cost extra forward
-        outputs (measured ~10-15% on inference-only calls), so prefer "recompute" or
-        with_gradient=False for graphs that only serve.
+      gradient_mode: "residuals" (default): when a gradient tape records the call, the forward
+        op also returns the VJP residuals of the inputs the tape watches and the backward op
+        uses them, so the forward pass is not recomputed; when none records (inference), the
+        plain module runs and nothing else is exported. "recompute": the backward op
+        recomputes the forward pass (jax2tf's behaviour). Gradients that do not come from a
+        tape recording at the call (`tf.gradients`, an outer tape around a `tf.function`
+        traced without one) recompute in both modes.
       gradient_order: the highest derivative order TF may take (None: any). 1 leaves no custom
         gradient inside the backward pass, which is what a SavedModel can store.
       gradient_argnums: the positional arguments TF gradients are taken for, like `argnums` of

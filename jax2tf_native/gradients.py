@@ -1,11 +1,16 @@
 """TF gradients through exported JAX VJPs.
 
-`call` runs a `DifferentiableFunction` on TF tensors under a `tf.custom_gradient`:
+`call` runs a `DifferentiableFunction` on TF tensors and gives TF its gradient. What runs is
+decided when the op is built (eagerly, or while a `tf.function` traces), from the gradient
+tapes recording at that moment (`tf_ops.tape_state`):
 
-- residual mode (default): the forward op also returns the `jax.vjp` residuals, which TF keeps
-  for the backward op (`bwd(residuals, cotangents)`): no forward recomputation;
-- recompute mode (jax2tf's behaviour): the forward op is the plain function, and the backward op
-  is the exported VJP of the primal inputs, recomputing the forward pass.
+- no tape records (inference): the plain module, exported alone; nothing else is paid. In a
+  graph its gradient (`tf.gradients`, or an outer tape around the `tf.function`) is the
+  exported VJP of the primal inputs, recomputing the forward pass, as jax2tf's is;
+- a tape records, residual mode (default): the forward op also returns the `jax.vjp` residuals
+  of the inputs some tape watches, and the backward op (`bwd(residuals, cotangents)`) computes
+  those inputs' cotangents only (a training step's data batch takes none): no recomputation;
+- recompute mode (jax2tf's behaviour): the plain module forward, the VJP recomputing it.
 
 Higher orders: the backward value comes from the residuals, but the backward step is itself a
 custom-gradient unit over (primal inputs, cotangents) whose gradient is the exported VJP of the
