@@ -72,9 +72,10 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       gradient_argnums: the positional arguments TF gradients are taken for, like `argnums` of
         `jax.grad` (None: every float argument). The backward op then computes only their
         cotangents; every other argument, keyword arguments included, gets a None first-order
-        gradient, as an integer one does. A training step that differentiates the parameters
-        only (argument 0) skips the gradient of the input batch, which for a convolution
-        costs as much as the rest. Higher orders see every float argument: the gradient w.r.t.
+        gradient, as an integer one does. Inputs no recording tape watches (a training step's
+        data batch) take no cotangent anyway; `gradient_argnums` also limits gradients no
+        tape recorded at the call (`tf.gradients`, a SavedModel's) and inputs a tape watches
+        but you do not need. Higher orders see every float argument: the gradient w.r.t.
         argument 1 can itself be differentiated w.r.t. argument 0 (a gradient penalty).
       gradient_outputs: the positions in `fun`'s result tuple (or list) TF gradients flow from
         (None: every float result), like the value of `jax.value_and_grad(..., has_aux=True)`:

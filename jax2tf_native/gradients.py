@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from jax2tf_native import tf_runner
-from tf_ops import tape_state
 from jax2tf_native.differentiable import DifferentiableFunction
+from tf_ops import tape_state
 
 PREVENT_GRADIENT_MESSAGE = (
     "The function was converted by jax2tf_native with with_gradient=False, so it has no "
