@@ -86,9 +86,9 @@ def run(rounds: int = 30) -> dict:
         "Forward pass per call, parameters as tf.Variables, input a tf.Tensor, result copied to "
         "numpy (JAX: block_until_ready). `ours (default)`: convert's default options (no tape "
         "records, so the forward op is the plain module and nothing else is exported); "
-        "`ours (with_gradient=False)`: no gradient possible. Each round times a block of consecutive "
-        "calls per candidate (benchmarks/calibrate.py). Targets: ours/JAX <= 1.05 at batch 256; "
-        "default <= 1.05x with_gradient=False; with jit_compile, default <= 1.02x jax2tf.")
+        "`ours (with_gradient=False)`: no gradient possible. Each round times a block of "
+        "consecutive calls per candidate (benchmarks/calibrate.py). Targets: ours/JAX <= 1.05 "
+        "at batch 256; default <= 1.05x with_gradient=False; with jit_compile, default <= 1.02x jax2tf.")
     return rows.section("forward", "Forward pass", description, out,
                         {"rounds": rounds, "calls_per_round": calls})
 

@@ -3,7 +3,8 @@
 Workloads: MLP 512->1024->1024->1024->10 at batch 256; the example CNN (28x28x1) at batch 64;
 the transformer block of `benchmarks.transformer` (seq 128, d 256) at batch 8.
 Each TF candidate is a tf.function computing (loss, grads w.r.t. tf.Variables); with and
-without jit_compile. Targets: ours <= 1.10x JAX (1.05x with jit_compile). Run: `python -m benchmarks.training_step`.
+without jit_compile. Targets: ours <= 1.10x JAX (1.05x with jit_compile).
+Run: `python -m benchmarks.training_step`.
 """
 from __future__ import annotations
 
