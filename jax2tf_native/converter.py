@@ -65,19 +65,22 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       disabled_checks: `jax.export.DisabledSafetyCheck` values.
       native_serialization_platforms: jax2tf's name for `platforms`.
       native_serialization_disabled_checks: jax2tf's name for `disabled_checks`.
-      gradient_mode: "residuals" (default): the forward op also returns the VJP residuals and the
-        backward op uses them, so the forward pass is not recomputed; "recompute": the backward
-        op recomputes the forward pass (jax2tf's behaviour). Residuals cost extra forward
-        outputs (measured ~10-15% on inference-only calls), so prefer "recompute" or
-        with_gradient=False for graphs that only serve.
+      gradient_mode: "residuals" (default): when a gradient tape records the call, the forward
+        op also returns the VJP residuals of the inputs the tape watches and the backward op
+        uses them, so the forward pass is not recomputed; when none records (inference), the
+        plain module runs and nothing else is exported. "recompute": the backward op
+        recomputes the forward pass (jax2tf's behaviour). Gradients that do not come from a
+        tape recording at the call (`tf.gradients`, an outer tape around a `tf.function`
+        traced without one) recompute in both modes.
       gradient_order: the highest derivative order TF may take (None: any). 1 leaves no custom
         gradient inside the backward pass, which is what a SavedModel can store.
       gradient_argnums: the positional arguments TF gradients are taken for, like `argnums` of
         `jax.grad` (None: every float argument). The backward op then computes only their
         cotangents; every other argument, keyword arguments included, gets a None first-order
-        gradient, as an integer one does. A training step that differentiates the parameters
-        only (argument 0) skips the gradient of the input batch, which for a convolution
-        costs as much as the rest. Higher orders see every float argument: the gradient w.r.t.
+        gradient, as an integer one does. Inputs no recording tape watches (a training step's
+        data batch) take no cotangent anyway; `gradient_argnums` also limits gradients no
+        tape recorded at the call (`tf.gradients`, a SavedModel's) and inputs a tape watches
+        but you do not need. Higher orders see every float argument: the gradient w.r.t.
         argument 1 can itself be differentiated w.r.t. argument 0 (a gradient penalty).
       gradient_outputs: the positions in `fun`'s result tuple (or list) TF gradients flow from
         (None: every float result), like the value of `jax.value_and_grad(..., has_aux=True)`:
@@ -312,14 +315,10 @@ class _Converted:
                 shardings.body(self._fun, declared), treedef, [s.struct for s in specs], name,
                 gradient_inputs=_gradient_leaves(options.gradient_argnums, args, specs),
                 gradient_outputs=options.gradient_outputs)
-            node = DifferentiableFunction(
-                flat, specs, options.export, options.gradient_mode, options.constraints,
-                options.residual_policy,
-                shardings=declared)
-            # Export now, so that errors surface at this call and the cache holds a ready module.
-            if not (options.with_gradient and options.gradient_mode == "residuals"
-                    and node.forward() is not None):
-                node.primal()
-            return node
+            # Nothing is exported yet: the call exports what it runs (the plain module when no
+            # tape records, the residual forward of the watched inputs when one does).
+            return DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
+                                          options.constraints, options.residual_policy,
+                                          shardings=declared)
 
         return self._by_export_signature.get_or_compute(export_key, build)

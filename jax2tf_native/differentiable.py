@@ -5,7 +5,9 @@
 - `forward`: `fwd(*xs) -> outs + residuals` (residual mode);
 - `backward`: `bwd(*residuals, *cts) -> in_cts` (residual mode, first order);
 - `vjp_function`: the child `DifferentiableFunction` of `vjp(*xs, *cts) -> in_cts`, used in
-  recompute mode and as the derivative of the backward pass (second order and up).
+  recompute mode and as the derivative of the backward pass (second order and up);
+- `for_inputs`: a variant whose gradients cover fewer inputs (those a tape watches), sharing the
+  primal export: its residual forward keeps only what their cotangents need.
 """
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ class DifferentiableFunction:
 
     def __init__(self, flat: FlatFunction, specs: Sequence[LeafSpec],
                  options: exporting.ExportOptions, mode: str, constraints: Sequence[str] = (),
-                 residual_policy=None, shardings: FunctionShardings | None = None):
+                 residual_policy=None, shardings: FunctionShardings | None = None,
+                 parent: "DifferentiableFunction | None" = None):
         self.flat = flat
         self.specs = tuple(specs)
         self.options = options
@@ -66,6 +69,8 @@ class DifferentiableFunction:
         self._backward: PreparedExport | None | bool = False
         self._vjp: DifferentiableFunction | None = None
         self._diff_out: tuple[int, ...] | None = None
+        self._parent = parent  # the function whose primal export this variant shares
+        self._variants: dict[tuple[int, ...], DifferentiableFunction] = {}
         self.out_avals: tuple | None = None
 
     def _export(self, fun, name: str, specs: Sequence[LeafSpec],
@@ -77,10 +82,35 @@ class DifferentiableFunction:
     def primal(self) -> PreparedExport:
         with self._lock:
             if self._primal is None:
-                self._primal = self._export(self.flat.fun, self.flat.name, self.specs,
+                if self._parent is not None:
+                    prepared = self._parent.primal()
+                    self.flat.out_tree = self._parent.flat.out_tree
+                else:
+                    prepared = self._export(self.flat.fun, self.flat.name, self.specs,
                                             self.shardings)
-                self.out_avals = tuple(self._primal.exported.out_avals)
+                out_avals = tuple(prepared.exported.out_avals)
+                # A bad gradient_outputs fails at the first call, with or without a tape.
+                self.flat.diff_out([a.dtype for a in out_avals])
+                self._primal, self.out_avals = prepared, out_avals
             return self._primal
+
+    def for_inputs(self, diff_in: tuple[int, ...]) -> "DifferentiableFunction":
+        """This function with gradients for the inputs `diff_in` only (a subset of `diff_in`).
+
+        The variant shares the primal export; its residual forward, backward and VJP compute
+        only what those inputs' cotangents need. Cached per subset.
+        """
+        if diff_in == self.flat.diff_in:
+            return self
+        with self._lock:
+            variant = self._variants.get(diff_in)
+            if variant is None:
+                variant = DifferentiableFunction(
+                    self.flat.with_gradient_inputs(diff_in), self.specs, self.options,
+                    self.mode, self.constraints, self.residual_policy,
+                    shardings=self.shardings, parent=self)
+                self._variants[diff_in] = variant
+            return variant
 
     def forward(self) -> ResidualExports | None:
         """The residual forward, or None (logged) when it cannot be exported for TF."""
@@ -148,12 +178,9 @@ class DifferentiableFunction:
         """
         with self._lock:
             if self._diff_out is None:
-                forward = self.forward() if self.mode == "residuals" else None
-                if forward is not None:
-                    self._diff_out = forward.structure.diff_out
-                else:
+                if self.out_avals is None:  # neither export made yet: the cheaper one
                     self.primal()
-                    self._diff_out = self.flat.diff_out([a.dtype for a in self.out_avals])
+                self._diff_out = self.flat.diff_out([a.dtype for a in self.out_avals])
             return self._diff_out
 
     def _cotangent_specs(self, diff_out: Sequence[int]) -> list[LeafSpec]:

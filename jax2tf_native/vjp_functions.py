@@ -55,6 +55,18 @@ class FlatFunction:
         return tuple(j for j, dtype in enumerate(out_dtypes)
                      if is_differentiable(dtype) and (allowed is None or j in allowed))
 
+    def with_gradient_inputs(self, gradient_inputs: Sequence[int]) -> "FlatFunction":
+        """The same function with gradients for `gradient_inputs` only; shares the result tree."""
+        variant = dataclasses.replace(self, gradient_inputs=tuple(gradient_inputs))
+
+        def fun(*flat_args):
+            outs = self.fun(*flat_args)
+            variant.out_tree = self.out_tree
+            return outs
+
+        variant.fun = fun
+        return variant
+
     @property
     def diff_in(self) -> tuple[int, ...]:
         """The inputs that take a cotangent: float/complex, and among `gradient_inputs`."""
