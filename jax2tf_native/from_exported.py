@@ -6,13 +6,25 @@ from typing import Callable
 import jax
 import tensorflow as tf
 
-from jax2tf_native import export_cache, gradients, tf_args, tf_runner, vjp_functions
+from jax2tf_native import (artifact_sandbox, export_cache, gradients, tf_args, tf_runner,
+                           vjp_functions)
 from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
 from jax2tf_native.poly_specs import LeafSpec
+from tf_ops import versions
 
 
-def deserialize(exported_or_bytes) -> jax.export.Exported:
+def deserialize(exported_or_bytes, *, stablehlo_version: str | None = None
+                ) -> jax.export.Exported:
     """An `Exported` from itself or from `Exported.serialize()` bytes, with a clear error.
+
+    Bytes come from elsewhere, so they are first loaded in a sandbox child process
+    (`artifact_sandbox`): deserialized, every module of the VJP chain parsed, verified, checked
+    against the artifact's fields and re-serialized for `stablehlo_version` (default: the
+    installed TF's). Corrupt bytes raise `ExportedModuleError` and never reach this process's
+    parsers; an `Exported` object is returned as is (it is checked when it is prepared for TF).
+
+    Raises:
+      ExportedModuleError: the bytes are truncated, corrupt, or not from `Exported.serialize()`.
 
     Example:
         >>> exp = deserialize(blob)
@@ -22,11 +34,13 @@ def deserialize(exported_or_bytes) -> jax.export.Exported:
     if not isinstance(exported_or_bytes, (bytes, bytearray, memoryview)):
         raise TypeError(f"call_exported expects a jax.export.Exported or the bytes of "
                         f"Exported.serialize(), got {type(exported_or_bytes).__name__}.")
+    blob = bytes(exported_or_bytes)
+    artifact_sandbox.check_serialized(blob, stablehlo_version or versions.tf_stablehlo_version())
     try:
-        return jax.export.deserialize(bytearray(exported_or_bytes))
-    except Exception as e:  # flatbuffer errors come as several types
+        return jax.export.deserialize(bytearray(blob))
+    except Exception as e:  # the sandbox read the same bytes; kept as a second line of defence
         raise ExportedModuleError(
-            f"Could not deserialize the {len(exported_or_bytes)} bytes as a jax.export.Exported "
+            f"Could not deserialize the {len(blob)} bytes as a jax.export.Exported "
             f"({type(e).__name__}: {str(e)[:200]}). The bytes are truncated, corrupt, or not from "
             f"Exported.serialize(). Fix: pass the complete output of "
             f"jax.export.export(...)(...).serialize().") from None
@@ -101,7 +115,7 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
         >>> cos_tf = call_exported(blob)
         >>> cos_tf(tf.zeros(3))
     """
-    exported = deserialize(exported_or_bytes)
+    exported = deserialize(exported_or_bytes, stablehlo_version=stablehlo_version)
     prepared = tf_runner.prepare(exported, _leaf_specs(exported),
                                  stablehlo_version=stablehlo_version)
     checked = export_cache.LruCache(export_cache.DEFAULT_CACHE_SIZE)

@@ -18,7 +18,7 @@ from jax.extend import mlir as jax_extend_mlir
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func as func_dialect
 
-from tf_ops import versions
+from tf_ops import module_verify
 
 ModuleCheck = Callable[[ir.Module], None]
 
@@ -72,6 +72,8 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
         >>> exp = jax.export.export(jax.jit(jax.lax.erf))(jax.ShapeDtypeStruct((3,), "float32"))
         >>> blob = module_bytes_for_tf(exp.mlir_module_serialized)
     """
+    # Imported here so that `reserialize` runs without TensorFlow (the artifact sandbox child).
+    from tf_ops import versions
     target = stablehlo_version or versions.tf_stablehlo_version()
     wanted = versions.parse_stablehlo_version(target)
     newest = versions.parse_stablehlo_version(versions.tf_stablehlo_version())
@@ -82,9 +84,34 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
             f"({versions.tf_minimum_stablehlo_version()}..{versions.tf_stablehlo_version()}). "
             f"Fix: pick a version in that range (the serving TF's "
             f"tensorflow.compiler.mlir.stablehlo.stablehlo.get_current_version()).")
-    with jax_mlir.make_ir_context():
-        module = jax_extend_mlir.deserialize_portable_artifact(mlir_module_serialized)
+    return reserialize(mlir_module_serialized, target, checks=checks)
+
+
+def reserialize(mlir_module_serialized: bytes, target: str, *,
+                checks: Sequence[ModuleCheck] = ()) -> bytes:
+    """Parses, verifies, checks, inlines composites and writes the module at `target`.
+
+    Unverified IR is never handed to a pass or the serializer: a corrupt module that the
+    bytecode reader accepts can make them loop or abort.
+
+    Raises:
+      module_verify.ModuleVerifyError: the bytes do not parse, or the module fails MLIR's
+        verifier (a ValueError).
+    """
+    with jax_mlir.make_ir_context() as context:
+        # A corrupt module prints its parse diagnostics to stderr by default; they are in the
+        # exception we raise, so keep stderr clean.
+        context.emit_error_diagnostics = False
+        try:
+            module = jax_extend_mlir.deserialize_portable_artifact(mlir_module_serialized)
+        except Exception as e:  # JaxRuntimeError from the bytecode reader
+            raise module_verify.ModuleVerifyError(
+                f"The exported module's {len(mlir_module_serialized)} bytes are not a readable "
+                f"StableHLO portable artifact ({str(e).strip().splitlines()[0][:200]}). "
+                f"{module_verify.FIX}") from None
+        module_verify.verify_module(module)
         for check in checks:
             check(module)
         inline_composites_as_calls(module)
+        module_verify.verify_module(module)
         return bytes(jax_extend_mlir.serialize_portable_artifact(module, target))

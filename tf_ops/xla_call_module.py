@@ -13,7 +13,7 @@ import jax
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as _tfxla
 
-from tf_ops import custom_call_check, dtypes, module_for_tf, platforms, versions
+from tf_ops import custom_call_check, dtypes, module_for_tf, module_verify, platforms, versions
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
 
@@ -63,6 +63,8 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     Raises:
       custom_call_check.CustomCallNotAllowedError: a custom call TF cannot run (listing each
         target, where it comes from, and how to override).
+      module_verify.ModuleVerifyError: the module fails MLIR's verifier, or its `main` disagrees
+        with the artifact's fields (a ValueError).
       ValueError: the calling convention, device count, effects or platforms cannot run in the
         installed TensorFlow on this host (the message names both sides and the fix).
 
@@ -71,6 +73,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         >>> tf_module = tf_module_from_exported(exp)
         >>> call(tf_module, [tf.ones(3)])
     """
+    module_verify.check_fields(exported)
     versions.check_calling_convention_supported(exported.calling_convention_version)
     if exported.nr_devices != 1:
         raise ValueError(
@@ -87,9 +90,11 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     allowlist_check = functools.partial(custom_call_check.check_custom_calls,
                                         platforms=exported.platforms,
                                         disabled_checks=exported.disabled_safety_checks)
+    signature_check = functools.partial(module_verify.check_main_signature, exported=exported)
     module = module_for_tf.module_bytes_for_tf(exported.mlir_module_serialized,
                                                stablehlo_version=target,
-                                               checks=(allowlist_check, *checks))
+                                               checks=(signature_check, allowlist_check,
+                                                       *checks))
     return TfModule(
         module=module,
         stablehlo_version=target,
