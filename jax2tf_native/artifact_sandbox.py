@@ -28,7 +28,7 @@ import time
 from jax2tf_native.errors import ExportedModuleError
 
 # A valid artifact takes ~1-2 s here (imports); parsing itself is milliseconds per MB.
-TIMEOUT_SECONDS = 120.0
+TIMEOUT_SECONDS = 60.0
 _MAX_VJP_LEVELS = 16
 _CACHE_SIZE = 256
 _verdicts: collections.OrderedDict[tuple[str, str], str | None] = collections.OrderedDict()

@@ -1,6 +1,7 @@
 """`call_exported`: run a `jax.export.Exported` (or its serialized bytes) as a TF function."""
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import jax
@@ -92,6 +93,13 @@ def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_versio
     return run
 
 
+def _op_error_summary(e: tf.errors.OpError) -> str:
+    """TF's first message line, without its `{{function_node ...}}` prefix or MLIR notes."""
+    text = e.message.strip().splitlines()
+    first = re.sub(r"^\{\{[^}]*\}\}\s*", "", text[0] if text else type(e).__name__)
+    return first[:300]
+
+
 def call_exported(exported_or_bytes, *, with_gradient: bool = True,
                   stablehlo_version: str | None = None) -> Callable:
     """Returns a TF-callable running an exported JAX function, without its Python source.
@@ -138,7 +146,19 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
             values, asserts = tf_runner.check_args(prepared.leaf_specs, leaves)
             if eager and all(l.dtype == s.dtype for l, s in zip(leaves, prepared.leaf_specs)):
                 checked.put(key, True)  # Only casts-free signatures may skip the checks.
-        return jax.tree_util.tree_unflatten(exported.out_tree, run(values, asserts))
+        if not eager:
+            return jax.tree_util.tree_unflatten(exported.out_tree, run(values, asserts))
+        try:
+            outs = run(values, asserts)
+        except tf.errors.OpError as e:
+            # The arguments passed our checks, so TF failing to refine or compile the module
+            # means the artifact is broken (e.g. a corrupt constant that still verifies).
+            raise ExportedModuleError(
+                f"TensorFlow could not run '{exported.fun_name}' on inputs "
+                f"{[tuple(k[0]) for k in key]}: {_op_error_summary(e)}. The artifact is corrupt, "
+                f"or its module disagrees with its declared shapes. Fix: re-export the function "
+                f"and copy the complete bytes.") from None
+        return jax.tree_util.tree_unflatten(exported.out_tree, outs)
 
     call.exported = exported
     return call

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -37,19 +38,40 @@ class Artifact:
     module_span: tuple[int, int]  # where mlir_module_serialized lies in blob
 
 
-@functools.lru_cache(maxsize=1)
-def artifact() -> Artifact:
+ARTIFACT_PATH = os.path.join(os.path.dirname(__file__), "data", "fuzz_artifact.bin")
+
+
+def _params_and_x():
     rng = np.random.default_rng(0)
     params = {"w": rng.standard_normal((4, 3)).astype(np.float32),
               "b": rng.standard_normal(3).astype(np.float32)}
+    return params, rng.standard_normal((5, 4)).astype(np.float32)
+
+
+def write_artifact(path: str = ARTIFACT_PATH) -> None:
+    """Exports `model` (vjp_order=1) and writes its bytes: the fuzz corpus's one seed file.
+
+    Committed, because the bytes hold source locations that depend on the caller, and each
+    seed must mutate the same bytes everywhere.
+    """
+    params, _ = _params_and_x()
     specs = jax.export.symbolic_args_specs((params, np.zeros((2, 4), np.float32)),
                                            (None, "b, ..."))
     exported = jax.export.export(jax.jit(model))(*specs)
-    blob = bytes(exported.serialize(vjp_order=1))
-    start = blob.find(exported.mlir_module_serialized)
-    x = rng.standard_normal((5, 4)).astype(np.float32)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(exported.serialize(vjp_order=1))
+
+
+@functools.lru_cache(maxsize=1)
+def artifact() -> Artifact:
+    params, x = _params_and_x()
+    with open(ARTIFACT_PATH, "rb") as f:
+        blob = f.read()
+    module = jax.export.deserialize(bytearray(blob)).mlir_module_serialized
+    start = blob.find(module)
     expected = jax.tree.map(np.asarray, model(params, x))
-    return Artifact(blob, params, x, expected, (start, start + len(exported.mlir_module_serialized)))
+    return Artifact(blob, params, x, expected, (start, start + len(module)))
 
 
 def mutate(blob: bytes, seed: int, module_span: tuple[int, int]) -> tuple[str, bytes]:
