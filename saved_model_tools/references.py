@@ -66,9 +66,9 @@ def write(record_dir: Path, file_name: str, inputs: dict, outputs: dict) -> None
 
 def read(saved_model_dir: Path, reference: manifest.Reference) -> tuple[dict, dict]:
     """(inputs, outputs) of a recorded reference."""
-    with np.load(Path(saved_model_dir) / manifest.RECORD_DIR / reference.file) as data:
-        inputs = {k[len("inputs/"):]: data[k] for k in data.files if k.startswith("inputs/")}
-        outputs = {k[len("outputs/"):]: data[k] for k in data.files if k.startswith("outputs/")}
+    data = manifest.load_npz(manifest.reference_path(saved_model_dir, reference.file))
+    inputs = {k[len("inputs/"):]: v for k, v in data.items() if k.startswith("inputs/")}
+    outputs = {k[len("outputs/"):]: v for k, v in data.items() if k.startswith("outputs/")}
     return inputs, outputs
 
 

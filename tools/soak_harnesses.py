@@ -76,7 +76,9 @@ def _compare(want, got) -> str | None:
             return f"result {i}: shape {g.shape}, JAX {w.shape}"
         if w.dtype != g.dtype:
             return f"result {i}: dtype {g.dtype}, JAX {w.dtype}"
-        if w.dtype.kind not in "biufc":
+        if w.dtype.kind == "V" and "float" in w.dtype.name or w.dtype.name == "bfloat16":
+            w, g = w.astype(np.float32), g.astype(np.float32)  # ml_dtypes floats
+        elif w.dtype.kind not in "biufc":
             w, g = w.view(np.uint8), g.view(np.uint8)  # PRNG keys and such: compare the bits
         tol = _tolerance(w.dtype)
         if tol is None:
@@ -131,7 +133,9 @@ def _run_case(harness, converter: str) -> dict:
         try:
             fn = converted if mode == "eager" else tf.function(converted, autograph=False,
                                                                jit_compile=True)
-            got = jax.tree.map(lambda t: np.asarray(t), fn(*args))
+            # .numpy() first: np.asarray of a 0-d bfloat16 EagerTensor raises in TF 2.21.
+            got = jax.tree.map(lambda t: np.asarray(t.numpy() if hasattr(t, "numpy") else t),
+                               fn(*args))
         except Exception as exc:
             rec["status"] = f"error_{mode}"
             rec["detail"] = _short(exc)
@@ -158,20 +162,25 @@ def worker_main(converter: str, bound: float) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf  # noqa: F401  (import cost outside the first case's bound)
     import jax2tf_native  # noqa: F401
-    harnesses = load_harnesses()
+    # Cases are sent by name: the list's order differs between processes (it is built from
+    # sets, and depends on what was imported first).
+    by_name = {h.fullname: h for h in load_harnesses()}
     out.write(RESULT_PREFIX + json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
-        index = int(line)
+        index_text, name = line.rstrip("\n").split(" ", 1)
+        index = int(index_text)
         # Dump the Python stack shortly before the parent's bound so a timeout says where.
         faulthandler.dump_traceback_later(max(1.0, bound - 5.0), exit=False, file=sys.stderr)
         start = time.perf_counter()
         try:
-            rec = _run_case(harnesses[index], converter)
+            rec = _run_case(by_name[name], converter)
         except Exception as exc:  # the harness machinery itself
             rec = {"status": "harness_error", "detail": _short(exc)}
         faulthandler.cancel_dump_traceback_later()
         rec["seconds"] = round(time.perf_counter() - start, 3)
         rec["index"] = index
+        rec["name"] = name[:200]
+        rec["group"] = by_name[name].group_name
         out.write(RESULT_PREFIX + json.dumps(rec) + "\n")
 
 
@@ -190,8 +199,8 @@ class _Worker:
         self.buffer = b""
         self.cases = 0
 
-    def send(self, index: int) -> None:
-        self.proc.stdin.write(f"{index}\n".encode())
+    def send(self, index: int, name: str) -> None:
+        self.proc.stdin.write(f"{index} {name}\n".encode())
         self.proc.stdin.flush()
 
     def receive(self, bound: float, log_cap: int) -> tuple[dict | None, str]:
@@ -300,7 +309,7 @@ def main(argv=None) -> int:
         worker_main(args.converter, args.bound)
         return 0
 
-    harnesses = load_harnesses()
+    harnesses = sorted(load_harnesses(), key=lambda h: h.fullname)
     indices = [i for i in range(args.start, len(harnesses), args.every)
                if args.only is None or args.only in harnesses[i].fullname]
     if args.limit is not None:
@@ -324,7 +333,7 @@ def main(argv=None) -> int:
                 if ready is None:
                     print(f"worker did not start: {why}\n{worker.log_tail()}", file=sys.stderr)
                     return 2
-            worker.send(index)
+            worker.send(index, harnesses[index].fullname)
             rec, failure = worker.receive(args.bound, log_cap)
             if rec is None:
                 rec = {"index": index, "status": failure.split(" ")[0], "detail": failure,
@@ -338,8 +347,8 @@ def main(argv=None) -> int:
                 if rec["status"] not in ("ok", "skip"):
                     rec["log_tail"] = worker.log_tail(600)
                 worker.truncate_log()
-            rec["name"] = harnesses[index].fullname[:200]
-            rec["group"] = harnesses[index].group_name
+            rec.setdefault("name", harnesses[index].fullname[:200])
+            rec.setdefault("group", harnesses[index].group_name)
             results.write(json.dumps(rec) + "\n")
             results.flush()
             records.append(rec)
