@@ -255,6 +255,17 @@ def _load_done(path: str) -> dict[int, dict]:
     return done
 
 
+def _slope_line(ran: list[dict]) -> str:
+    """Worker RSS growth per converted function after warm-up (case 100 to the last case of
+    the same worker): the long-run cost, without the first cases' one-time allocations."""
+    points = [(n, r["rss_mb"]) for n, r in enumerate(ran) if "rss_mb" in r]
+    if len(points) < 200:
+        return "- RSS growth per function after warm-up: too few cases yet"
+    (n0, rss0), (n1, rss1) = points[100], points[-1]
+    return (f"- RSS growth per converted function after warm-up (function {n0} -> {n1}): "
+            f"{(rss1 - rss0) / (n1 - n0):.3f} MB ({rss0:.0f} -> {rss1:.0f} MB)")
+
+
 def write_summary(records: list[dict], path: str, converter: str, total: int,
                   wall: float) -> None:
     statuses = collections.Counter(r["status"] for r in records)
@@ -273,6 +284,7 @@ def write_summary(records: list[dict], path: str, converter: str, total: int,
         f"- worker RSS growth summed over converted functions: {growth:.1f} MB "
         f"({growth / max(1, len(ran)):.3f} MB per function)"
         + (f"; worker RSS at the end {rss[-1]:.0f} MB" if rss else ""),
+        _slope_line(ran),
         "- slowest cases: " + ", ".join(f"{r['name'][:60]} {r.get('seconds', 0):.1f}s"
                                         for r in slowest), "",
         "## Not ok, by group", "",
