@@ -54,6 +54,8 @@ def _rss_mb() -> float:
 def _tolerance(dtype):
     import numpy as np
     name = np.dtype(dtype).name
+    if name.startswith("float8") or name.startswith("float4"):
+        return 1e-1, 1e-1
     if name in ("float16", "bfloat16"):
         return 1e-2, 1e-2
     if name in ("float32", "complex64"):
@@ -76,11 +78,11 @@ def _compare(want, got) -> str | None:
             return f"result {i}: shape {g.shape}, JAX {w.shape}"
         if w.dtype != g.dtype:
             return f"result {i}: dtype {g.dtype}, JAX {w.dtype}"
-        if w.dtype.kind == "V" and "float" in w.dtype.name or w.dtype.name == "bfloat16":
-            w, g = w.astype(np.float32), g.astype(np.float32)  # ml_dtypes floats
+        tol = _tolerance(w.dtype)
+        if w.dtype.kind == "V" and "float" in w.dtype.name:
+            w, g = w.astype(np.float32), g.astype(np.float32)  # ml_dtypes floats (bfloat16)
         elif w.dtype.kind not in "biufc":
             w, g = w.view(np.uint8), g.view(np.uint8)  # PRNG keys and such: compare the bits
-        tol = _tolerance(w.dtype)
         if tol is None:
             if not np.array_equal(w, g):
                 bad = int(np.sum(w != g))
@@ -256,14 +258,26 @@ def _load_done(path: str) -> dict[int, dict]:
 
 
 def _slope_line(ran: list[dict]) -> str:
-    """Worker RSS growth per converted function after warm-up (case 100 to the last case of
-    the same worker): the long-run cost, without the first cases' one-time allocations."""
-    points = [(n, r["rss_mb"]) for n, r in enumerate(ran) if "rss_mb" in r]
+    """Worker RSS growth per converted function after warm-up, in the longest-lived worker
+    (its case 100 to its last): the long-run cost, without one-time allocations."""
+    segments, current = [], []
+    for r in ran:
+        if "rss_mb" not in r:
+            continue
+        if current and r.get("cases_in_worker", 0) <= current[-1].get("cases_in_worker", 0):
+            segments.append(current)
+            current = []
+        current.append(r)
+    segments.append(current)
+    points = max(segments, key=len)
     if len(points) < 200:
-        return "- RSS growth per function after warm-up: too few cases yet"
-    (n0, rss0), (n1, rss1) = points[100], points[-1]
-    return (f"- RSS growth per converted function after warm-up (function {n0} -> {n1}): "
-            f"{(rss1 - rss0) / (n1 - n0):.3f} MB ({rss0:.0f} -> {rss1:.0f} MB)")
+        return "- RSS growth per function after warm-up: too few cases in one worker yet"
+    first, last = points[100], points[-1]
+    count = last["cases_in_worker"] - first["cases_in_worker"]
+    return (f"- RSS growth per converted function after warm-up, one worker's cases "
+            f"{first['cases_in_worker']} -> {last['cases_in_worker']}: "
+            f"{(last['rss_mb'] - first['rss_mb']) / count:.3f} MB "
+            f"({first['rss_mb']:.0f} -> {last['rss_mb']:.0f} MB)")
 
 
 def write_summary(records: list[dict], path: str, converter: str, total: int,
