@@ -67,6 +67,7 @@ class _Server:
 
     def __init__(self):
         self.proc: subprocess.Popen | None = None
+        self.owner = os.getpid()
 
     def _start(self) -> None:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
@@ -81,6 +82,8 @@ class _Server:
         self.proc = None
 
     def check(self, blob: bytes, stablehlo_version: str) -> str | None:
+        if self.owner != os.getpid():  # a forked copy of this process: never share the pipe
+            self.proc, self.owner = None, os.getpid()
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         header = {"version": stablehlo_version, "size": len(blob), "timeout": TIMEOUT_SECONDS}
