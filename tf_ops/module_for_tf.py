@@ -110,8 +110,15 @@ def reserialize(mlir_module_serialized: bytes, target: str, *,
                 f"StableHLO portable artifact ({str(e).strip().splitlines()[0][:200]}). "
                 f"{module_verify.FIX}") from None
         module_verify.verify_module(module)
-        for check in checks:
-            check(module)
-        inline_composites_as_calls(module)
+        try:
+            for check in checks:
+                check(module)
+            inline_composites_as_calls(module)
+        except (RuntimeError, UnicodeError) as e:
+            # The bindings raise these reading a corrupt name (e.g. a symbol that is not UTF-8),
+            # which MLIR's verifier does not look at.
+            raise module_verify.ModuleVerifyError(
+                f"The exported module is malformed ({type(e).__name__}: "
+                f"{str(e).strip()[:200]}). {module_verify.FIX}") from None
         module_verify.verify_module(module)
         return bytes(jax_extend_mlir.serialize_portable_artifact(module, target))

@@ -47,6 +47,17 @@ def test_parser_abort_is_contained_and_leaves_no_state():
     artifact_fuzz.check_valid_call(art)
 
 
+def test_non_utf8_symbol_name_is_our_error():
+    """tools/fuzz_artifacts.py seed 103520: a callee name that is not UTF-8 passes MLIR's
+    verifier, and the bindings raised RuntimeError reading it in the custom-call check."""
+    art = artifact_fuzz.artifact()
+    _, blob = artifact_fuzz.mutate(art.blob, 103520, art.module_span)
+    with pytest.raises(errors.ExportedModuleError,
+                       match=r"malformed \(RuntimeError: nanobind.*Fix"):
+        jax2tf_native.call_exported(blob)
+    artifact_fuzz.check_valid_call(art)
+
+
 def test_parse_over_time_bound_is_stopped(monkeypatch):
     art = artifact_fuzz.artifact()
     _, blob = artifact_fuzz.mutate(art.blob, 7, art.module_span)  # never seen: not cached
