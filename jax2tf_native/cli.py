@@ -19,8 +19,8 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         verified = demo_saved_model.run(args.out)
     except FileExistsError as e:
-        print(f"jax2tf-native demo: error: {e}", file=sys.stderr)
-        return 2
+        from saved_model_tools import commands
+        return commands.fail(args, str(e), 2)
     return 0 if agree and verified else 1
 
 
@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jax2tf-native",
         description="Move JAX programs into TensorFlow through jax.export and XlaCallModule.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of a failure (may follow any command)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = subparsers.add_parser(
         "demo", help="convert the built-in example model and compare JAX vs TF outputs")
@@ -46,8 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs one command; a failure is one `jax2tf-native CMD: error: ...` line (exit != 0)."""
+    from saved_model_tools import commands
+    argv, debug = commands.split_debug(argv)
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    return commands.run_handler(args, "jax2tf-native", debug)
 
 
 if __name__ == "__main__":

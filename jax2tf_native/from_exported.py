@@ -1,19 +1,31 @@
 """`call_exported`: run a `jax.export.Exported` (or its serialized bytes) as a TF function."""
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import jax
 import tensorflow as tf
 
-from jax2tf_native import export_cache, exporting, gradients, tf_args, tf_runner, vjp_functions
+from jax2tf_native import (artifact_sandbox, export_cache, exporting, gradients, tf_args,
+                           tf_runner, vjp_functions)
 from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
 from jax2tf_native.poly_specs import LeafSpec
-from tf_ops import tf_targets
+from tf_ops import tf_targets, versions
 
 
-def deserialize(exported_or_bytes) -> jax.export.Exported:
+def deserialize(exported_or_bytes, *, stablehlo_version: str | None = None
+                ) -> jax.export.Exported:
     """An `Exported` from itself or from `Exported.serialize()` bytes, with a clear error.
+
+    Bytes come from elsewhere, so they are first loaded in a sandbox child process
+    (`artifact_sandbox`): deserialized, every module of the VJP chain parsed, verified, checked
+    against the artifact's fields and re-serialized for `stablehlo_version` (default: the
+    installed TF's). Corrupt bytes raise `ExportedModuleError` and never reach this process's
+    parsers; an `Exported` object is returned as is (it is checked when it is prepared for TF).
+
+    Raises:
+      ExportedModuleError: the bytes are truncated, corrupt, or not from `Exported.serialize()`.
 
     Example:
         >>> exp = deserialize(blob)
@@ -23,11 +35,13 @@ def deserialize(exported_or_bytes) -> jax.export.Exported:
     if not isinstance(exported_or_bytes, (bytes, bytearray, memoryview)):
         raise TypeError(f"call_exported expects a jax.export.Exported or the bytes of "
                         f"Exported.serialize(), got {type(exported_or_bytes).__name__}.")
+    blob = bytes(exported_or_bytes)
+    artifact_sandbox.check_serialized(blob, stablehlo_version or versions.tf_stablehlo_version())
     try:
-        return jax.export.deserialize(bytearray(exported_or_bytes))
-    except Exception as e:  # flatbuffer errors come as several types
+        return jax.export.deserialize(bytearray(blob))
+    except Exception as e:  # the sandbox read the same bytes; kept as a second line of defence
         raise ExportedModuleError(
-            f"Could not deserialize the {len(exported_or_bytes)} bytes as a jax.export.Exported "
+            f"Could not deserialize the {len(blob)} bytes as a jax.export.Exported "
             f"({type(e).__name__}: {str(e)[:200]}). The bytes are truncated, corrupt, or not from "
             f"Exported.serialize(). Fix: pass the complete output of "
             f"jax.export.export(...)(...).serialize().") from None
@@ -81,6 +95,13 @@ def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_versio
     return run
 
 
+def _op_error_summary(e: tf.errors.OpError) -> str:
+    """TF's first message line, without its `{{function_node ...}}` prefix or MLIR notes."""
+    text = e.message.strip().splitlines()
+    first = re.sub(r"^\{\{[^}]*\}\}\s*", "", text[0] if text else type(e).__name__)
+    return first[:300]
+
+
 def call_exported(exported_or_bytes, *, with_gradient: bool = True,
                   stablehlo_version: str | None = None,
                   target_tf: str | None = None) -> Callable:
@@ -112,8 +133,9 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
         >>> cos_tf(tf.zeros(3))
     """
     target = tf_targets.resolve(target_tf)
-    exported = exporting.exported_for_target(deserialize(exported_or_bytes), target)
     stablehlo_version = tf_targets.target_stablehlo_version(target, stablehlo_version)
+    exported = exporting.exported_for_target(
+        deserialize(exported_or_bytes, stablehlo_version=stablehlo_version), target)
     prepared = tf_runner.prepare(exported, _leaf_specs(exported),
                                  stablehlo_version=stablehlo_version, target=target)
     checked = export_cache.LruCache(export_cache.DEFAULT_CACHE_SIZE)
@@ -136,7 +158,19 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
             values, asserts = tf_runner.check_args(prepared.leaf_specs, leaves)
             if eager and all(l.dtype == s.dtype for l, s in zip(leaves, prepared.leaf_specs)):
                 checked.put(key, True)  # Only casts-free signatures may skip the checks.
-        return jax.tree_util.tree_unflatten(exported.out_tree, run(values, asserts))
+        if not eager:
+            return jax.tree_util.tree_unflatten(exported.out_tree, run(values, asserts))
+        try:
+            outs = run(values, asserts)
+        except tf.errors.OpError as e:
+            # The arguments passed our checks, so TF failing to refine or compile the module
+            # means the artifact is broken (e.g. a corrupt constant that still verifies).
+            raise ExportedModuleError(
+                f"TensorFlow could not run '{exported.fun_name}' on inputs "
+                f"{[tuple(k[0]) for k in key]}: {_op_error_summary(e)}. The artifact is corrupt, "
+                f"or its module disagrees with its declared shapes. Fix: re-export the function "
+                f"and copy the complete bytes.") from None
+        return jax.tree_util.tree_unflatten(exported.out_tree, outs)
 
     call.exported = exported
     return call

@@ -7,6 +7,9 @@ until a command runs.
 Exit codes: 0 passed; 1 a mismatch or a failed call; 2 bad usage or an unreadable SavedModel;
 3 nothing recorded to compare with (a smoke run only; `--allow-no-references` turns a passing
 smoke run into 0); 4 (tflite) the converter refused the model.
+
+Every failure prints one `PROG: error: ...` line on stderr and no traceback; `--debug` (anywhere
+on the command line) re-raises instead, with the traceback.
 """
 from __future__ import annotations
 
@@ -27,9 +30,41 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _unreadable(error: Exception) -> int:
-    print(f"error: {error}", file=sys.stderr)
-    return EXIT_UNREADABLE
+def one_line(text: str, limit: int = 2000) -> str:
+    """`text` on one line (multi-line messages joined), at most `limit` characters."""
+    joined = " ".join(str(text).split())
+    return joined if len(joined) <= limit else joined[:limit - 3] + "..."
+
+
+def fail(args: argparse.Namespace, message: str, code: int) -> int:
+    """Prints one error line for `args.prog` and returns `code`; re-raises under --debug."""
+    if getattr(args, "debug", False) and sys.exc_info()[0] is not None:
+        raise
+    prog = getattr(args, "prog", None) or f"jax2tf-native {getattr(args, 'command', '')}".strip()
+    print(f"{prog}: error: {one_line(message)}", file=sys.stderr)
+    return code
+
+
+def split_debug(argv: list[str] | None) -> tuple[list[str], bool]:
+    """(argv without `--debug`, whether it was there): --debug may follow any sub-command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return [a for a in argv if a != "--debug"], "--debug" in argv
+
+
+def run_handler(args: argparse.Namespace, prog: str, debug: bool) -> int:
+    """Runs the sub-command; any exception it lets escape becomes one error line, exit 1."""
+    args.prog, args.debug = f"{prog} {args.command}", debug
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print(f"{args.prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        return fail(args, f"{type(e).__name__}: {e} (run with --debug for the traceback)", 1)
+
+
+def _unreadable(args: argparse.Namespace, error: Exception) -> int:
+    return fail(args, str(error), EXIT_UNREADABLE)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -38,7 +73,7 @@ def _inspect(args: argparse.Namespace) -> int:
     try:
         report = inspect_lib.inspect_saved_model(args.dir, mlir=args.mlir)
     except (inspect_lib.SavedModelReadError, ValueError) as e:
-        return _unreadable(e)
+        return _unreadable(args, e)
     sys.stdout.write(report.to_json() if args.json else report.format())
     return 0
 
@@ -61,10 +96,9 @@ def _verify(args: argparse.Namespace) -> int:
     try:
         report = verify_lib.verify(args.dir, batch_sizes=args.batch_sizes, python=python)
     except SavedModelReadError as e:
-        return _unreadable(e)
+        return _unreadable(args, e)
     except verify_lib.VerifyError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return verify_lib.EXIT_FAILED
+        return fail(args, str(e), verify_lib.EXIT_FAILED)
     sys.stdout.write(report.to_json() if args.json else report.format())
     if report.status == "no-references" and args.allow_no_references:
         return verify_lib.EXIT_PASSED
@@ -75,12 +109,16 @@ def _tflite(args: argparse.Namespace) -> int:
     from saved_model_tools import tflite as tflite_lib
     from saved_model_tools.inspect import SavedModelReadError
 
+    from saved_model_tools.manifest import ManifestError
+
     try:
         report = tflite_lib.convert_to_tflite(
             args.dir, args.out, signature=args.signature, batch_size=args.batch_size,
             allow_select_tf_ops=args.allow_select_tf_ops)
-    except (SavedModelReadError, KeyError) as e:
-        return _unreadable(e)
+    except (SavedModelReadError, ManifestError) as e:
+        return _unreadable(args, e)
+    except KeyError as e:
+        return _unreadable(args, e.args[0] if e.args else e)
     sys.stdout.write(report.to_json() if args.json else report.format())
     if report.status == "no-references" and args.allow_no_references:
         return 0
@@ -154,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m saved_model_tools.commands",
         description="Inspect, verify and convert SavedModels without JAX.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of a failure (may follow any command)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_inspect_command(commands)
     add_verify_command(commands)
@@ -163,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    argv, debug = split_debug(argv)
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    return run_handler(args, "saved_model_tools", debug)
 
 
 if __name__ == "__main__":

@@ -150,16 +150,15 @@ def add_export_command(subparsers) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
+    from saved_model_tools import commands
     try:
         return run(args)
     except CommandError as e:
-        print(f"jax2tf-native export: error: {e}", file=sys.stderr)
-        return 2
+        return commands.fail(args, str(e), 2)
     except FileExistsError:
-        print(f"jax2tf-native export: error: {args.out} already exists. Fix: add --overwrite to "
-              f"replace it (the old model stays until the new one is complete), or choose a new "
-              f"--out directory.", file=sys.stderr)
-        return 1
-    except (ValueError, TypeError, PermissionError, NotADirectoryError) as e:
-        print(f"jax2tf-native export: error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return commands.fail(
+            args, f"{args.out} already exists. Fix: add --overwrite to replace it (the old "
+                  f"model stays until the new one is complete), or choose a new --out "
+                  f"directory.", 1)
+    except (ValueError, TypeError, OSError) as e:
+        return commands.fail(args, f"{type(e).__name__}: {e}", 1)

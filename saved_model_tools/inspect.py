@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -280,6 +281,33 @@ class SavedModelReport:
 # ---------------------------------------------------------------------------------------------
 # Reading saved_model.pb
 
+def check_contained(directory: Path) -> None:
+    """Refuses a SavedModel with a symlink leading outside it (or a cycle), before any read.
+
+    TF and our readers follow symlinks; one pointing outside would make `inspect`/`verify`
+    read (and report on) files the directory's owner did not ship.
+
+    Raises:
+      SavedModelReadError: naming the link and where it leads.
+    """
+    root = directory.resolve()
+    for current, dirs, files in os.walk(directory, followlinks=False):
+        for name in dirs + files:
+            path = Path(current) / name
+            if not path.is_symlink():
+                continue
+            try:
+                target = path.resolve(strict=True)
+            except (OSError, RuntimeError):
+                raise SavedModelReadError(
+                    f"{path} is a broken or looping symlink. Fix: copy the SavedModel with its "
+                    f"files (cp -rL), not with links.") from None
+            if not target.is_relative_to(root):
+                raise SavedModelReadError(
+                    f"{path} is a symlink to {target}, outside the SavedModel directory {root}; "
+                    f"refusing to read it. Fix: copy the files into the directory (cp -rL).")
+
+
 def read_saved_model_proto(saved_model_dir: str | Path):
     """The parsed `SavedModel` proto of a directory.
 
@@ -298,6 +326,7 @@ def read_saved_model_proto(saved_model_dir: str | Path):
         raise SavedModelReadError(
             f"{directory} is a file, not a SavedModel directory. Fix: pass the directory that "
             f"contains saved_model.pb.")
+    check_contained(directory)
     proto = saved_model_pb2.SavedModel()
     binary, text = directory / "saved_model.pb", directory / "saved_model.pbtxt"
     try:
@@ -598,14 +627,24 @@ def _variables(saved_model_dir: Path) -> tuple[VariableReport, ...]:
     import tensorflow as tf
 
     prefix = saved_model_dir / "variables" / "variables"
-    if not Path(str(prefix) + ".index").is_file():
+    index = Path(str(prefix) + ".index")
+    if not index.is_file():
         return ()
-    reader = tf.train.load_checkpoint(str(prefix))
-    shapes = reader.get_variable_to_shape_map()
-    dtypes = reader.get_variable_to_dtype_map()
+    try:
+        reader = tf.train.load_checkpoint(str(prefix))
+        shapes = reader.get_variable_to_shape_map()
+        dtypes = reader.get_variable_to_dtype_map()
+    except (tf.errors.OpError, ValueError) as e:
+        raise SavedModelReadError(
+            f"{index} is corrupt: TF cannot read the checkpoint index "
+            f"({' '.join(str(getattr(e, 'message', e)).split())[:200]}). Fix: re-export the "
+            f"model; a partial copy or a truncated download leaves such a file.") from None
     keys = [k for k in shapes if k != _OBJECT_GRAPH_KEY]
     if any(k.endswith(_VARIABLE_SUFFIX) for k in keys):  # TF2 object-based checkpoint
         keys = [k for k in keys if k.endswith(_VARIABLE_SUFFIX)]
+    _check_data_shards(prefix, sum(
+        0 if dtypes[k] == tf.string else math.prod(int(d) for d in shapes[k]) * dtypes[k].size
+        for k in keys))
     out = []
     for key in sorted(keys):
         dtype = dtypes[key]
@@ -620,6 +659,84 @@ def _variables(saved_model_dir: Path) -> tuple[VariableReport, ...]:
 
 # ---------------------------------------------------------------------------------------------
 # The report
+
+def _check_data_shards(prefix: Path, needed_bytes: int) -> None:
+    """The checkpoint's data shards exist and hold at least the variables' bytes."""
+    shards = sorted(prefix.parent.glob(prefix.name + ".data-*-of-*"))
+    expected = 1
+    if shards:
+        match = re.search(r"-of-(\d+)$", shards[0].name)
+        expected = int(match.group(1)) if match else 1
+    if len(shards) < expected or not shards:
+        raise SavedModelReadError(
+            f"{prefix.parent} has {len(shards)} of the checkpoint's {expected} data file(s) "
+            f"({prefix.name}.data-*-of-{expected:05d} missing). Fix: copy the complete "
+            f"variables/ directory.")
+    held = sum(p.stat().st_size for p in shards)
+    if held < needed_bytes:
+        raise SavedModelReadError(
+            f"{prefix.parent}: the checkpoint's data files hold {held} bytes but its variables "
+            f"need {needed_bytes} (truncated). Fix: copy the complete variables/ directory.")
+
+
+def check_readable(saved_model_dir: str | Path):
+    """Everything `verify` and `tflite` check before TF loads a model; returns its proto.
+
+    The directory holds no symlink leading outside it, saved_model.pb parses, the checkpoint
+    index reads and its data files are present and large enough, and jax2tf-native's manifest
+    (when present) parses and agrees with the graph's signatures.
+
+    Raises:
+      SavedModelReadError: naming the file and what is wrong with it.
+
+    Example:
+        >>> check_readable("/tmp/model")
+    """
+    directory = Path(saved_model_dir)
+    proto = read_saved_model_proto(directory)
+    _variables(directory)
+    try:
+        manifest = manifest_lib.read(directory)
+    except manifest_lib.ManifestError as e:
+        raise SavedModelReadError(str(e)) from None
+    if manifest is not None:
+        meta_graph = select_meta_graph(proto)
+        lies = []
+        for recorded in manifest.signatures:
+            if recorded.name in meta_graph.signature_def:
+                lies += _manifest_disagreements(recorded.name,
+                                                meta_graph.signature_def[recorded.name], recorded)
+        if lies:
+            raise SavedModelReadError(
+                f"{directory}/{manifest_lib.MANIFEST_FILE} disagrees with the graph: "
+                f"{'; '.join(lies)}. Fix: re-save the model; the manifest was edited or belongs "
+                f"to another model.")
+    return proto
+
+
+def _manifest_disagreements(name: str, sig_def, recorded) -> list[str]:
+    """Where the manifest's record of a signature differs from the graph's signature."""
+    from tensorflow.python.framework import dtypes as tf_dtypes
+
+    notes = []
+    for kind, graph_side, manifest_side in (("input", sig_def.inputs, recorded.inputs),
+                                            ("output", sig_def.outputs, recorded.outputs)):
+        names = {t.name for t in manifest_side}
+        if names != set(graph_side):
+            notes.append(f"the manifest lists {kind}s {sorted(names)} for signature {name!r}; "
+                         f"the graph has {sorted(graph_side)}")
+            continue
+        for t in manifest_side:
+            info = graph_side[t.name]
+            dtype = tf_dtypes.as_dtype(info.dtype).name
+            shape = None if info.tensor_shape.unknown_rank else tuple(
+                None if d.size < 0 else d.size for d in info.tensor_shape.dim)
+            if dtype != t.dtype or (shape is not None and shape != tuple(t.shape)):
+                notes.append(f"the manifest records {kind} {t.name!r} of {name!r} as "
+                             f"{t.dtype}{list(t.shape)}; the graph has {dtype}"
+                             f"{list(shape) if shape is not None else '[unknown rank]'}")
+    return notes
+
 
 def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
                         tag: str = "serve") -> SavedModelReport:
@@ -664,6 +781,8 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
                 recorded = manifest.signature(name)
             except KeyError:
                 notes.append(f"signature {name!r} is not in jax2tf-native's manifest")
+        if recorded is not None:
+            notes.extend(_manifest_disagreements(name, sig_def, recorded))
         poly = {t.name: t.polymorphic_shape for t in recorded.inputs} if recorded else {}
         signatures.append(SignatureReport(
             name=name, method_name=sig_def.method_name,

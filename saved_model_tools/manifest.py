@@ -12,9 +12,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import zipfile
 from pathlib import Path
 
+import numpy as np
+
 FORMAT_VERSION = 1
+# A manifest larger than this is not ours (ours are a few KB): refuse before parsing it.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
+class ManifestError(ValueError):
+    """jax2tf-native's records in a SavedModel are corrupt or lie (the message says which)."""
+
+
+_RESAVE = ("Fix: re-save the model with saved_model_tools.save (the graph, manifest and "
+           "reference files are written together); the directory was edited or corrupted.")
 RECORD_DIR = Path("assets.extra") / "jax2tf_native"
 MANIFEST_FILE = RECORD_DIR / "manifest.json"
 WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
@@ -116,11 +130,28 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str) -> "Manifest":
-        raw = json.loads(text)
+        """Parses and type-checks a manifest; raises ManifestError naming the bad field."""
+        try:
+            raw = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise ManifestError(f"{MANIFEST_FILE} is not valid JSON ({e}). {_RESAVE}") from None
+        if not isinstance(raw, dict):
+            raise ManifestError(f"{MANIFEST_FILE} holds a {type(raw).__name__}, not an object. "
+                                f"{_RESAVE}")
         if raw.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"manifest format_version {raw.get('format_version')!r} is not "
-                             f"{FORMAT_VERSION}; written by another jax2tf_native version.")
+            raise ManifestError(
+                f"manifest format_version {raw.get('format_version')!r} is not "
+                f"{FORMAT_VERSION}; written by another jax2tf_native version.")
+        try:
+            manifest = cls._from_dict(raw)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ManifestError(f"{MANIFEST_FILE} is malformed ({type(e).__name__}: {e}). "
+                                f"{_RESAVE}") from None
+        manifest._check_types()
+        return manifest
 
+    @classmethod
+    def _from_dict(cls, raw: dict) -> "Manifest":
         def tensor(d):
             return TensorInfo(d["name"], d["dtype"], tuple(d["shape"]), d.get("polymorphic_shape"))
 
@@ -142,13 +173,113 @@ class Manifest:
             input_gradients=raw.get("input_gradients", True),
             target_tf=raw.get("target_tf"))
 
+    def _check_types(self) -> None:
+        def bad(what: str, value) -> ManifestError:
+            return ManifestError(f"{MANIFEST_FILE}: {what} is {value!r}. {_RESAVE}")
+
+        for name in ("variable_count", "variable_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise bad(name, value)
+        for sig in self.signatures:
+            if not isinstance(sig.name, str):
+                raise bad("a signature name", sig.name)
+            for t in sig.inputs + sig.outputs:
+                if not isinstance(t.name, str):
+                    raise bad(f"signature {sig.name!r}: a tensor name", t.name)
+                try:
+                    np.dtype(t.dtype)
+                except TypeError:
+                    raise bad(f"signature {sig.name!r}: the dtype of {t.name!r}",
+                              t.dtype) from None
+                if any(d is not None and (not isinstance(d, int) or isinstance(d, bool) or d < 0)
+                       for d in t.shape):
+                    raise bad(f"signature {sig.name!r}: the shape of {t.name!r}", t.shape)
+            for ref in sig.references:
+                reference_file_name(ref.file)
+                if not isinstance(ref.batch_size, int) or isinstance(ref.batch_size, bool) \
+                        or ref.batch_size < 1:
+                    raise bad(f"signature {sig.name!r}: a reference batch_size", ref.batch_size)
+                for tol in (ref.rtol, ref.atol):
+                    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or tol < 0:
+                        raise bad(f"signature {sig.name!r}: a reference tolerance", tol)
+
+
+def reference_file_name(name) -> str:
+    """`name` if it is a plain file name (no directories, no '..'), else ManifestError."""
+    if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name
+            or "\\" in name or "\0" in name or os.path.basename(name) != name):
+        raise ManifestError(
+            f"{MANIFEST_FILE} names reference file {name!r}, which is not a plain file name in "
+            f"{RECORD_DIR}; reading it could reach outside the SavedModel. {_RESAVE}")
+    return name
+
+
+def reference_path(saved_model_dir: str | Path, name: str) -> Path:
+    """The path of reference file `name`, refused if it (or a symlink) leads outside the dir."""
+    root = Path(saved_model_dir).resolve()
+    path = root / RECORD_DIR / reference_file_name(name)
+    if not path.resolve().is_relative_to(root):
+        raise ManifestError(f"reference file {path} resolves to {path.resolve()}, outside the "
+                            f"SavedModel directory {root}. {_RESAVE}")
+    return path
+
+
+def load_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an .npz file, refusing pickles and arrays larger than their data.
+
+    A corrupt or hostile header may declare a huge shape; each member's declared size is
+    checked against its stored size before anything is allocated.
+
+    Raises:
+      ManifestError: the file is not a readable .npz, or a member lies about its size.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    shape, _, dtype = _read_header(member, version)
+                    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    if declared > info.file_size:
+                        raise ManifestError(
+                            f"{path}: member {info.filename} declares shape {shape} of "
+                            f"{dtype} ({declared} bytes) but holds {info.file_size} bytes. "
+                            f"{_RESAVE}")
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except ManifestError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as e:
+        raise ManifestError(f"{path} is not a readable .npz file ({type(e).__name__}: "
+                            f"{str(e)[:200]}). {_RESAVE}") from None
+
+
+def _read_header(member, version):
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(member)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(member)
+    raise ValueError(f"unsupported .npy format version {version}")
+
 
 def read(saved_model_dir: str | Path) -> Manifest | None:
     """The manifest of a SavedModel, or None if jax2tf-native did not write one there."""
-    path = Path(saved_model_dir) / MANIFEST_FILE
+    root = Path(saved_model_dir).resolve()
+    path = root / MANIFEST_FILE
     if not path.is_file():
         return None
-    return Manifest.from_json(path.read_text())
+    if not path.resolve().is_relative_to(root):
+        raise ManifestError(f"{path} resolves to {path.resolve()}, outside the SavedModel "
+                            f"directory {root}. {_RESAVE}")
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{path} is {path.stat().st_size} bytes, over the "
+                            f"{MAX_MANIFEST_BYTES} a manifest may have. {_RESAVE}")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise ManifestError(f"{path} is not UTF-8 text. {_RESAVE}") from None
+    return Manifest.from_json(text)
 
 
 def write(saved_model_dir: str | Path, manifest: Manifest) -> None:

@@ -45,11 +45,24 @@ def write(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
 
 
 def read(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of a reference file, with their recorded dtypes."""
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files if k != DTYPES_KEY}
-        names = json.loads(str(data[DTYPES_KEY])) if DTYPES_KEY in data.files else {}
-    for key, name in names.items():
-        if key in arrays:
-            arrays[key] = arrays[key].view(_numpy_dtype(name))
+    """The arrays of a reference file, with their recorded dtypes.
+
+    Loaded through `manifest.load_npz`, which refuses pickles and members whose header declares
+    more data than they hold (a hostile or corrupt file).
+
+    Raises:
+      manifest.ManifestError: the file is unreadable or its recorded dtype names are not valid.
+    """
+    from saved_model_tools import manifest  # manifest reads JSON records; no cycle at import
+
+    arrays = manifest.load_npz(path)
+    try:
+        names = json.loads(str(arrays.pop(DTYPES_KEY))) if DTYPES_KEY in arrays else {}
+        for key, name in dict(names).items():
+            if key in arrays:
+                arrays[key] = arrays[key].view(_numpy_dtype(name))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise manifest.ManifestError(
+            f"{path}: the recorded dtype names ({DTYPES_KEY}) are not valid ({type(e).__name__}: "
+            f"{str(e)[:200]}). Fix: save the model again to rewrite its reference files.") from None
     return arrays

@@ -63,7 +63,7 @@ def write(record_dir: Path, file_name: str, inputs: dict, outputs: dict) -> None
 
 def read(saved_model_dir: Path, reference: manifest.Reference) -> tuple[dict, dict]:
     """(inputs, outputs) of a recorded reference."""
-    data = reference_file.read(Path(saved_model_dir) / manifest.RECORD_DIR / reference.file)
+    data = reference_file.read(manifest.reference_path(saved_model_dir, reference.file))
     inputs = {k[len("inputs/"):]: v for k, v in data.items() if k.startswith("inputs/")}
     outputs = {k[len("outputs/"):]: v for k, v in data.items() if k.startswith("outputs/")}
     return inputs, outputs

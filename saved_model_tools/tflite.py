@@ -240,6 +240,7 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
 
     Raises:
       saved_model_tools.inspect.SavedModelReadError: not a readable SavedModel.
+      saved_model_tools.manifest.ManifestError: a reference file is corrupt or outside the model.
       KeyError: no such signature (the message lists the model's signatures).
       ValueError: a bad `batch_size`.
 
@@ -257,7 +258,7 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
 
     start = time.perf_counter()
     directory = Path(saved_model_dir)
-    meta_graph = inspect_lib.select_meta_graph(inspect_lib.read_saved_model_proto(directory))
+    meta_graph = inspect_lib.select_meta_graph(inspect_lib.check_readable(directory))
     available = sorted(k for k in meta_graph.signature_def if k != "__saved_model_init_op")
     if signature not in available:
         raise KeyError(f"no signature {signature!r} in {directory}; it has {available}. Fix: "
@@ -265,6 +266,12 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
     if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
                                    or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}.")
+    # Corrupt or lying reference files fail here, before the .tflite file is written.
+    recorded_manifest = manifest_lib.read(directory)
+    if recorded_manifest is not None and signature in {
+            s.name for s in recorded_manifest.signatures}:
+        for ref in recorded_manifest.signature(signature).references:
+            reference_file.read(manifest_lib.reference_path(directory, ref.file))
 
     errors: tuple[str, ...] = ()
     select_note = "not needed"
@@ -314,7 +321,7 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
             recorded = None
     cases = []  # (batch, inputs, expected outputs, what, rtol, atol)
     for ref in (recorded.references if recorded else ()):
-        data = reference_file.read(directory / manifest_lib.RECORD_DIR / ref.file)
+        data = reference_file.read(manifest_lib.reference_path(directory, ref.file))
         inputs = {k[len("inputs/"):]: v for k, v in data.items() if k.startswith("inputs/")}
         outputs = {k[len("outputs/"):]: v for k, v in data.items() if k.startswith("outputs/")}
         if batch_size is not None and ref.batch_size != batch_size:
@@ -324,7 +331,7 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
     if batch_size is not None and not cases and recorded and recorded.references:
         # No reference at the fixed batch: the recorded rows, resized, run in TF for comparison.
         ref = recorded.references[-1]
-        data = reference_file.read(directory / manifest_lib.RECORD_DIR / ref.file)
+        data = reference_file.read(manifest_lib.reference_path(directory, ref.file))
         inputs = {k[len("inputs/"):]: np.take(v, np.arange(batch_size) % ref.batch_size, axis=0)
                   for k, v in data.items() if k.startswith("inputs/")}
         fn = tf.saved_model.load(str(directory)).signatures[signature]

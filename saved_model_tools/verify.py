@@ -221,7 +221,7 @@ def verify(saved_model_dir: str | Path, *, batch_sizes: Sequence[int] | None = N
         >>> print(report.format()); report.ok
         True
     """
-    from saved_model_tools.inspect import read_saved_model_proto
+    from saved_model_tools.inspect import check_readable
 
     if batch_sizes is not None:
         batch_sizes = tuple(batch_sizes)
@@ -230,8 +230,9 @@ def verify(saved_model_dir: str | Path, *, batch_sizes: Sequence[int] | None = N
             raise ValueError(f"batch_sizes must be positive ints, got {batch_sizes!r}. Fix: e.g. "
                              f"batch_sizes=(1, 8).")
     directory = Path(saved_model_dir).resolve()
-    # Fails here, before a child is started, for a missing directory or a corrupt graph.
-    read_saved_model_proto(directory)
+    # Fails here, before a child is started, for a missing directory, a corrupt graph or
+    # checkpoint index, missing variables, or a manifest that does not match the graph.
+    check_readable(directory)
 
     with tempfile.TemporaryDirectory(prefix="jax2tf_native_verify_") as work:
         request = Path(work) / "request.json"
@@ -535,13 +536,21 @@ def _reference_cases(directory: Path, recorded, batch_sizes, result: dict) -> li
 
     loaded = []
     for ref in recorded.references:
-        path = directory / manifest_lib.RECORD_DIR / ref.file
+        try:
+            path = manifest_lib.reference_path(directory, ref.file)
+        except manifest_lib.ManifestError as e:
+            result["errors"].append(f"signature {recorded.name!r}: {e}")
+            continue
         if not path.is_file():
             result["errors"].append(
                 f"signature {recorded.name!r}: reference file {path} is missing. Fix: re-save "
                 f"the model (the manifest and its .npz files are written together).")
             continue
-        data = reference_file.read(path)
+        try:
+            data = reference_file.read(path)
+        except manifest_lib.ManifestError as e:
+            result["errors"].append(f"signature {recorded.name!r}: {e}")
+            continue
         inputs = {t.name: data[f"inputs/{t.name}"] for t in recorded.inputs
                   if f"inputs/{t.name}" in data}
         outputs = {t.name: data[f"outputs/{t.name}"] for t in recorded.outputs

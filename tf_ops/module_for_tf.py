@@ -20,7 +20,7 @@ from jax.extend import mlir as jax_extend_mlir
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func as func_dialect
 
-from tf_ops import tf_targets, versions
+from tf_ops import module_verify
 
 ModuleCheck = Callable[[ir.Module], None]
 
@@ -123,6 +123,8 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
         >>> exp = jax.export.export(jax.jit(jax.lax.erf))(jax.ShapeDtypeStruct((3,), "float32"))
         >>> blob = module_bytes_for_tf(exp.mlir_module_serialized)
     """
+    # Imported here so that `reserialize` runs without TensorFlow (the artifact sandbox child).
+    from tf_ops import versions
     target = stablehlo_version or versions.tf_stablehlo_version()
     wanted = versions.parse_stablehlo_version(target)
     newest = versions.parse_stablehlo_version(versions.tf_stablehlo_version())
@@ -133,12 +135,45 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
             f"({versions.tf_minimum_stablehlo_version()}..{versions.tf_stablehlo_version()}). "
             f"Fix: pick a version in that range (the serving TF's "
             f"tensorflow.compiler.mlir.stablehlo.stablehlo.get_current_version()).")
-    with jax_mlir.make_ir_context():
-        module = jax_extend_mlir.deserialize_portable_artifact(mlir_module_serialized)
-        for check in checks:
-            check(module)
-        inline_composites_as_calls(module)
+    return reserialize(mlir_module_serialized, target, checks=checks, target_tf=target_tf)
+
+
+def reserialize(mlir_module_serialized: bytes, target: str, *,
+                checks: Sequence[ModuleCheck] = (), target_tf: str | None = None) -> bytes:
+    """Parses, verifies, checks, inlines composites and writes the module at `target`.
+
+    Unverified IR is never handed to a pass or the serializer: a corrupt module that the
+    bytecode reader accepts can make them loop or abort.
+
+    Raises:
+      module_verify.ModuleVerifyError: the bytes do not parse, or the module fails MLIR's
+        verifier (a ValueError).
+    """
+    with jax_mlir.make_ir_context() as context:
+        # A corrupt module prints its parse diagnostics to stderr by default; they are in the
+        # exception we raise, so keep stderr clean.
+        context.emit_error_diagnostics = False
+        try:
+            module = jax_extend_mlir.deserialize_portable_artifact(mlir_module_serialized)
+        except Exception as e:  # JaxRuntimeError from the bytecode reader
+            raise module_verify.ModuleVerifyError(
+                f"The exported module's {len(mlir_module_serialized)} bytes are not a readable "
+                f"StableHLO portable artifact ({str(e).strip().splitlines()[0][:200]}). "
+                f"{module_verify.FIX}") from None
+        module_verify.verify_module(module)
+        try:
+            for check in checks:
+                check(module)
+            inline_composites_as_calls(module)
+        except (RuntimeError, UnicodeError) as e:
+            # The bindings raise these reading a corrupt name (e.g. a symbol that is not UTF-8),
+            # which MLIR's verifier does not look at.
+            raise module_verify.ModuleVerifyError(
+                f"The exported module is malformed ({type(e).__name__}: "
+                f"{str(e).strip()[:200]}). {module_verify.FIX}") from None
+        module_verify.verify_module(module)
         if target_tf is not None:
+            from tf_ops import tf_targets  # imports TF; the sandbox child passes no target
             tf_targets.check_features(_op_summaries(module), tf_targets.resolve(target_tf))
         try:
             # Shardy ops stay Shardy ("mixed" serialization, as jax.export writes them):
@@ -162,6 +197,7 @@ _OLD_TYPES = {"f16", "f32", "f64", "bf16", "i1", "i8", "i16", "i32", "i64", "ui8
 def _too_new_error(module: ir.Module, message: str, version: str,
                    target_tf: str | None) -> Exception:
     """A TargetTfError naming what `version` cannot express, or the error as it came."""
+    from tf_ops import tf_targets, versions  # TF: only reached when writing for a target fails
     match = _ILLEGAL_OP_RE.search(message)
     if match is None:
         return ValueError(f"JAX could not write the module for StableHLO {version}: "

@@ -18,8 +18,8 @@ import jax.numpy as jnp
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as _tfxla
 
-from tf_ops import custom_call_check, dtypes, module_for_tf, platforms, runnable, shardings
-from tf_ops import tf_targets, versions
+from tf_ops import custom_call_check, dtypes, module_for_tf, module_verify, platforms, runnable
+from tf_ops import shardings, tf_targets, versions
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
 _CALL_TF_TARGET = "tf.call_tf_function"
@@ -110,6 +110,8 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     Raises:
       custom_call_check.CustomCallNotAllowedError: a custom call TF cannot run (listing each
         target, where it comes from, and how to override).
+      module_verify.ModuleVerifyError: the module fails MLIR's verifier, or its `main` disagrees
+        with the artifact's fields (a ValueError).
       tf_targets.TargetTfError: `target` cannot run the module (calling convention, or an op
         that its StableHLO version lacks); the message names it, the oldest TF that runs it
         and the fix.
@@ -121,6 +123,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         >>> tf_module = tf_module_from_exported(exp)
         >>> call(tf_module, [tf.ones(3)])
     """
+    module_verify.check_fields(exported)
     if target is not None:
         target.check_calling_convention(exported.calling_convention_version,
                                         f"'{exported.fun_name}'")
@@ -137,6 +140,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     allowlist_check = functools.partial(custom_call_check.check_custom_calls,
                                         platforms=exported.platforms,
                                         disabled_checks=exported.disabled_safety_checks)
+    signature_check = functools.partial(module_verify.check_main_signature, exported=exported)
     tf_calls_check = functools.partial(_check_tf_function_calls, name=exported.fun_name,
                                        n_functions=len(tf_functions))
     multi_device, shardy = [], []
@@ -147,7 +151,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
 
     module = module_for_tf.module_bytes_for_tf(
         exported.mlir_module_serialized, stablehlo_version=target_stablehlo,
-        checks=(allowlist_check, tf_calls_check, record, *checks),
+        checks=(signature_check, allowlist_check, tf_calls_check, record, *checks),
         target_tf=target.version if target else None)
     n_in, n_out = len(exported.in_avals), len(exported.out_avals)
     return TfModule(

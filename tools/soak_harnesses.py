@@ -1,0 +1,413 @@
+"""Soak: every primitive harness JAX ships, converted and run in one long-lived process.
+
+Runs each case of `jax._src.internal_test_util.test_harnesses` (~5,600 cases over all
+primitives and dtypes) through `jax2tf_native.convert` (or the peer, `--converter peer`),
+eagerly and inside `tf.function(jit_compile=True)`, and compares with `jax.jit` on the same
+inputs. All cases run in ONE worker process, as a long-running user process would; the parent
+only watches it:
+
+- each case has a time bound (`--bound`, seconds); a case over it is recorded as `timeout`
+  with the worker's Python stack (faulthandler), and the worker is restarted;
+- the worker's stderr goes to a log the parent truncates after every case and kills the worker
+  if it grows past `--log-cap-mb` during one case, so a runaway case cannot fill the disk;
+- results are appended to `soak.jsonl` as each case ends and `soak.md` is rewritten every 100
+  cases, so a partial run is useful; `--resume` continues after the last recorded case.
+
+Usage:
+    nice -n 10 python tools/soak_harnesses.py --out tools/results/soak
+    python tools/soak_harnesses.py --every 200 --out /tmp/soak_sample   # the CI sample
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+RESULT_PREFIX = "SOAKRESULT "
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_harnesses():
+    # JAX's primitive harnesses are private (jax._src), used by JAX's and jax2tf's own tests.
+    # Only this tool imports them (never product code): if an upgrade moves them, the soak
+    # fails here at start-up with an ImportError naming the module.
+    from jax._src.internal_test_util import test_harnesses
+    return test_harnesses.all_harnesses
+
+
+# ----------------------------------------------------------------------------- worker side
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _tolerance(dtype):
+    import numpy as np
+    name = np.dtype(dtype).name
+    if name.startswith("float8") or name.startswith("float4"):
+        return 1e-1, 1e-1
+    if name in ("float16", "bfloat16"):
+        return 1e-2, 1e-2
+    if name in ("float32", "complex64"):
+        return 1e-4, 1e-5
+    if name in ("float64", "complex128"):
+        return 1e-10, 1e-12
+    return None  # exact
+
+
+def _compare(want, got) -> str | None:
+    """None when equal within the dtype's tolerance, else a one-line reason."""
+    import jax
+    import numpy as np
+    want_leaves, got_leaves = jax.tree.leaves(want), jax.tree.leaves(got)
+    if len(want_leaves) != len(got_leaves):
+        return f"{len(got_leaves)} results, JAX has {len(want_leaves)}"
+    for i, (w, g) in enumerate(zip(want_leaves, got_leaves)):
+        w, g = np.asarray(w), np.asarray(g)
+        if w.shape != g.shape:
+            return f"result {i}: shape {g.shape}, JAX {w.shape}"
+        if w.dtype != g.dtype:
+            return f"result {i}: dtype {g.dtype}, JAX {w.dtype}"
+        tol = _tolerance(w.dtype)
+        if w.dtype.kind == "V" and "float" in w.dtype.name:
+            w, g = w.astype(np.float32), g.astype(np.float32)  # ml_dtypes floats (bfloat16)
+        elif w.dtype.kind not in "biufc":
+            w, g = w.view(np.uint8), g.view(np.uint8)  # PRNG keys and such: compare the bits
+        if tol is None:
+            if not np.array_equal(w, g):
+                bad = int(np.sum(w != g))
+                return f"result {i}: {bad} of {w.size} values differ"
+            continue
+        wf, gf = w.astype(np.complex128 if w.dtype.kind == "c" else np.float64), \
+            g.astype(np.complex128 if g.dtype.kind == "c" else np.float64)
+        if not np.allclose(wf, gf, rtol=tol[0], atol=tol[1], equal_nan=True):
+            finite = np.isfinite(wf) & np.isfinite(gf)
+            err = float(np.max(np.abs(wf - gf)[finite])) if finite.any() else float("nan")
+            return f"result {i}: max abs error {err:.3g} (rtol {tol[0]}, atol {tol[1]})"
+    return None
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__module__}.{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _our_error(exc: BaseException) -> bool:
+    from jax2tf_native import errors
+    return isinstance(exc, (errors.PolymorphicShapeError, errors.ArgumentShapeError,
+                            errors.ArgumentTypeError, errors.GradientSpecError,
+                            errors.ExportedModuleError)) or type(exc).__module__.startswith(
+                                "jax2tf_native")
+
+
+def _run_case(harness, converter: str) -> dict:
+    import faulthandler
+    import jax
+    import numpy as np
+    import tensorflow as tf
+    rec = {"status": "ok"}
+    if not harness.filter("cpu"):
+        return {"status": "skip", "detail": "jax_unimplemented on cpu"}
+    rng = np.random.RandomState(0)
+    try:
+        args = harness.dyn_args_maker(rng)
+        want = jax.tree.map(np.asarray, jax.jit(harness.dyn_fun)(*args))
+    except Exception as exc:  # the harness does not run in JAX itself here (e.g. x64 off)
+        return {"status": "skip", "detail": "jax: " + _short(exc)}
+    rss0 = _rss_mb()
+    if converter == "ours":
+        import jax2tf_native
+        converted = jax2tf_native.convert(harness.dyn_fun)
+    else:
+        from jax.experimental import jax2tf
+        converted = jax2tf.convert(harness.dyn_fun)
+    for mode in ("eager", "jit"):
+        try:
+            fn = converted if mode == "eager" else tf.function(converted, autograph=False,
+                                                               jit_compile=True)
+            # .numpy() first: np.asarray of a 0-d bfloat16 EagerTensor raises in TF 2.21.
+            got = jax.tree.map(lambda t: np.asarray(t.numpy() if hasattr(t, "numpy") else t),
+                               fn(*args))
+        except Exception as exc:
+            rec["status"] = f"error_{mode}"
+            rec["detail"] = _short(exc)
+            rec["our_error"] = _our_error(exc)
+            break
+        reason = _compare(want, got)
+        if reason is not None:
+            rec["status"] = f"mismatch_{mode}"
+            rec["detail"] = reason
+            break
+    del converted
+    rec["rss_growth_mb"] = round(_rss_mb() - rss0, 3)
+    rec["rss_mb"] = round(_rss_mb(), 1)
+    faulthandler.cancel_dump_traceback_later()
+    return rec
+
+
+def worker_main(converter: str, bound: float) -> None:
+    import faulthandler
+    # Results go to the original stdout; everything else (TF/XLA logging, prints) to stderr,
+    # which the parent caps.
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf  # noqa: F401  (import cost outside the first case's bound)
+    import jax2tf_native  # noqa: F401
+    # Cases are sent by name: the list's order differs between processes (it is built from
+    # sets, and depends on what was imported first).
+    by_name = {h.fullname: h for h in load_harnesses()}
+    out.write(RESULT_PREFIX + json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        index_text, name = line.rstrip("\n").split(" ", 1)
+        index = int(index_text)
+        # Dump the Python stack shortly before the parent's bound so a timeout says where.
+        faulthandler.dump_traceback_later(max(1.0, bound - 5.0), exit=False, file=sys.stderr)
+        start = time.perf_counter()
+        try:
+            rec = _run_case(by_name[name], converter)
+        except Exception as exc:  # the harness machinery itself
+            rec = {"status": "harness_error", "detail": _short(exc)}
+        faulthandler.cancel_dump_traceback_later()
+        rec["seconds"] = round(time.perf_counter() - start, 3)
+        rec["index"] = index
+        rec["name"] = name[:200]
+        rec["group"] = by_name[name].group_name
+        out.write(RESULT_PREFIX + json.dumps(rec) + "\n")
+
+
+# ----------------------------------------------------------------------------- parent side
+
+class _Worker:
+    def __init__(self, converter: str, bound: float, log_path: str):
+        self.log_path = log_path
+        self.log = open(log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", "--converter", converter,
+             "--bound", str(bound)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=_REPO,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1"),
+            start_new_session=True)
+        self.buffer = b""
+        self.cases = 0
+
+    def send(self, index: int, name: str) -> None:
+        self.proc.stdin.write(f"{index} {name}\n".encode())
+        self.proc.stdin.flush()
+
+    def receive(self, bound: float, log_cap: int) -> tuple[dict | None, str]:
+        """(record, '') or (None, 'timeout' | 'crash' | 'runaway_output')."""
+        deadline = time.monotonic() + bound
+        fd = self.proc.stdout.fileno()
+        while True:
+            if b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                text = line.decode(errors="replace")
+                if text.startswith(RESULT_PREFIX):
+                    return json.loads(text[len(RESULT_PREFIX):]), ""
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None, "timeout"
+            if os.path.getsize(self.log_path) > log_cap:
+                return None, "runaway_output"
+            ready, _, _ = select.select([fd], [], [], min(remaining, 2.0))
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    self.proc.wait()
+                    return None, f"crash (exit {self.proc.returncode})"
+                self.buffer += chunk
+
+    def log_tail(self, size: int = 3000) -> str:
+        with open(self.log_path, "rb") as log:
+            log.seek(max(0, os.path.getsize(self.log_path) - size))
+            return log.read().decode(errors="replace")
+
+    def truncate_log(self) -> None:
+        os.truncate(self.log_path, 0)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.log.close()
+
+
+def _load_done(path: str) -> dict[int, dict]:
+    done = {}
+    if os.path.exists(path):
+        with open(path) as results:
+            for line in results:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut by a kill
+                done[rec["index"]] = rec
+    return done
+
+
+def _slope_line(ran: list[dict]) -> str:
+    """Worker RSS growth per converted function after warm-up, in the longest-lived worker
+    (its case 100 to its last): the long-run cost, without one-time allocations."""
+    segments, current = [], []
+    for r in ran:
+        if "rss_mb" not in r:
+            continue
+        if current and r.get("cases_in_worker", 0) <= current[-1].get("cases_in_worker", 0):
+            segments.append(current)
+            current = []
+        current.append(r)
+    segments.append(current)
+    points = max(segments, key=len)
+    if len(points) < 200:
+        return "- RSS growth per function after warm-up: too few cases in one worker yet"
+    first, last = points[100], points[-1]
+    count = last["cases_in_worker"] - first["cases_in_worker"]
+    return (f"- RSS growth per converted function after warm-up, one worker's cases "
+            f"{first['cases_in_worker']} -> {last['cases_in_worker']}: "
+            f"{(last['rss_mb'] - first['rss_mb']) / count:.3f} MB "
+            f"({first['rss_mb']:.0f} -> {last['rss_mb']:.0f} MB)")
+
+
+def write_summary(records: list[dict], path: str, converter: str, total: int,
+                  wall: float) -> None:
+    statuses = collections.Counter(r["status"] for r in records)
+    ran = [r for r in records if r["status"] != "skip"]
+    growth = sum(r.get("rss_growth_mb", 0.0) for r in ran)
+    rss = [r["rss_mb"] for r in ran if "rss_mb" in r]
+    slowest = sorted(ran, key=lambda r: -(r.get("seconds") or 0))[:5]
+    lines = [
+        f"# Soak: JAX's primitive harnesses through `{converter}`", "",
+        "Generated by `tools/soak_harnesses.py` (one worker process for all cases, eager and",
+        "`tf.function(jit_compile=True)`, compared with `jax.jit` on the same inputs).", "",
+        f"- cases recorded: {len(records)} of {total}"
+        + ("" if wall != wall else f" ({wall / 60:.1f} min wall)"),
+        f"- converted and run: {len(ran)}; skipped (JAX itself does not run them here): "
+        f"{statuses.get('skip', 0)}",
+        "- status counts: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
+        f"- worker RSS growth summed over converted functions: {growth:.1f} MB "
+        f"({growth / max(1, len(ran)):.3f} MB per function)"
+        + (f"; worker RSS at the end {rss[-1]:.0f} MB" if rss else ""),
+        _slope_line(ran),
+        "- slowest cases: " + ", ".join(f"{r['name'][:60]} {r.get('seconds') or 0:.1f}s"
+                                        for r in slowest), "",
+        "## Not ok, by group", "",
+        "| group | status | cases | first detail |", "|---|---|---|---|"]
+    groups = collections.OrderedDict()
+    for r in records:
+        if r["status"] in ("ok", "skip"):
+            continue
+        key = (r["group"], r["status"])
+        groups.setdefault(key, []).append(r)
+    for (group, status), recs in groups.items():
+        detail = recs[0].get("detail", "").replace("|", "/")[:160]
+        lines.append(f"| {group} | {status} | {len(recs)} | {detail} |")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as summary:
+        summary.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(_REPO, "tools", "results", "soak"))
+    parser.add_argument("--converter", choices=("ours", "peer"), default="ours")
+    parser.add_argument("--bound", type=float, default=120.0, help="seconds per case")
+    parser.add_argument("--log-cap-mb", type=float, default=20.0)
+    parser.add_argument("--every", type=int, default=1, help="run every N-th case (sample)")
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--only", default=None, help="case name substring")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--merge", nargs="+", metavar="DIR", default=None,
+                        help="write --out's summary from the soak.jsonl of these runs "
+                             "(e.g. two ranges run side by side) and exit")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.merge:
+        merged: dict[int, dict] = {}
+        for directory in args.merge:
+            for index, rec in _load_done(os.path.join(directory, "soak.jsonl")).items():
+                merged.setdefault(index, rec)
+        records = [merged[i] for i in sorted(merged)]
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "soak.jsonl"), "w") as out:
+            out.writelines(json.dumps(r) + "\n" for r in records)
+        write_summary(records, os.path.join(args.out, "soak.md"), args.converter,
+                      len(load_harnesses()), float("nan"))
+        return 0
+    if args.worker:
+        worker_main(args.converter, args.bound)
+        return 0
+
+    harnesses = sorted(load_harnesses(), key=lambda h: h.fullname)
+    indices = [i for i in range(args.start, len(harnesses), args.every)
+               if args.only is None or args.only in harnesses[i].fullname]
+    if args.limit is not None:
+        indices = indices[:args.limit]
+    os.makedirs(args.out, exist_ok=True)
+    jsonl = os.path.join(args.out, "soak.jsonl")
+    done = _load_done(jsonl) if args.resume else {}
+    if not args.resume and os.path.exists(jsonl):
+        os.remove(jsonl)
+    log_path = os.path.join(args.out, "worker.log")
+    log_cap = int(args.log_cap_mb * 1024 * 1024)
+    records = [done[i] for i in indices if i in done]
+    todo = [i for i in indices if i not in done]
+    start = time.monotonic()
+    worker = None
+    with open(jsonl, "a") as results:
+        for n, index in enumerate(todo):
+            if worker is None:
+                worker = _Worker(args.converter, args.bound, log_path)
+                ready, why = worker.receive(600.0, log_cap)  # imports of TF and JAX
+                if ready is None:
+                    print(f"worker did not start: {why}\n{worker.log_tail()}", file=sys.stderr)
+                    return 2
+            worker.send(index, harnesses[index].fullname)
+            rec, failure = worker.receive(args.bound, log_cap)
+            if rec is None:
+                rec = {"index": index, "status": failure.split(" ")[0], "detail": failure,
+                       "seconds": args.bound if failure == "timeout" else None,
+                       "cases_in_worker": worker.cases, "log_tail": worker.log_tail()}
+                worker.kill()
+                worker = None
+            else:
+                worker.cases += 1
+                rec["cases_in_worker"] = worker.cases
+                if rec["status"] not in ("ok", "skip"):
+                    rec["log_tail"] = worker.log_tail(600)
+                worker.truncate_log()
+            rec.setdefault("name", harnesses[index].fullname[:200])
+            rec.setdefault("group", harnesses[index].group_name)
+            results.write(json.dumps(rec) + "\n")
+            results.flush()
+            records.append(rec)
+            if rec["status"] not in ("ok", "skip"):
+                print(f"[{n + 1}/{len(todo)}] {rec['status']}: {rec['name'][:100]}: "
+                      f"{str(rec.get('detail'))[:200]}", flush=True)
+            if (n + 1) % 100 == 0:
+                print(f"[{n + 1}/{len(todo)}] {time.monotonic() - start:.0f}s", flush=True)
+                write_summary(records, os.path.join(args.out, "soak.md"), args.converter,
+                              len(indices), time.monotonic() - start)
+    if worker is not None:
+        worker.kill()
+    write_summary(records, os.path.join(args.out, "soak.md"), args.converter, len(indices),
+                  time.monotonic() - start)
+    bad = [r for r in records if r["status"] in ("timeout", "crash", "runaway_output")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
