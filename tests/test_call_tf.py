@@ -28,16 +28,20 @@ def _tape_grad(f, x):
     return y, tape.gradient(y, x)
 
 
-@pytest.mark.parametrize("call_tf_graph", [False, True])
-def test_call_tf_values_and_gradients_eager_and_in_tf_function(call_tf_graph):
-    f_jax = _jax_fun(call_tf_graph)
-    want, want_grad = jax.value_and_grad(f_jax)(X)
-    f_tf = jax2tf_native.convert(f_jax)
+def _assert_value_and_grad_eager_and_in_tf_function(f_tf, want, want_grad):
     for run in (lambda x: _tape_grad(f_tf, x),
                 tf.function(lambda x: _tape_grad(f_tf, x), autograph=False)):
         y, g = run(X)
         np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
         np.testing.assert_allclose(g.numpy(), want_grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("call_tf_graph", [False, True])
+def test_call_tf_values_and_gradients_eager_and_in_tf_function(call_tf_graph):
+    f_jax = _jax_fun(call_tf_graph)
+    want, want_grad = jax.value_and_grad(f_jax)(X)
+    f_tf = jax2tf_native.convert(f_jax)
+    _assert_value_and_grad_eager_and_in_tf_function(f_tf, want, want_grad)
 
 
 def test_call_tf_graph_module_calls_the_tf_function_through_function_list():
@@ -115,11 +119,7 @@ def test_tf_jax_tf_jax_nested_with_gradients(call_tf_graph):
     got, got_grad = jax.value_and_grad(middle_jax)(X)    # JAX -> TF -> JAX, for the record
     np.testing.assert_allclose(got, want, rtol=1e-6)
     outer = jax2tf_native.convert(middle_jax)
-    for run in (lambda x: _tape_grad(outer, x),
-                tf.function(lambda x: _tape_grad(outer, x), autograph=False)):
-        y, g = run(X)
-        np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
-        np.testing.assert_allclose(g.numpy(), want_grad, rtol=1e-5, atol=1e-6)
+    _assert_value_and_grad_eager_and_in_tf_function(outer, want, want_grad)
 
 
 def test_serialized_module_with_call_tf_graph_is_refused_clearly():

@@ -62,6 +62,15 @@ def test_training_step_skips_the_cotangent_of_the_unwatched_batch(graph, rng, ca
         params[k].shape for k in sorted(params)]  # no cotangent for x
 
 
+def _assert_loss_grads_equal_jax(params, x, grads, dx):
+    """Asserts TF's gradients of `_loss` w.r.t. params and x equal JAX's; returns JAX's dx."""
+    want_grads, want_dx = jax.grad(_loss, argnums=(0, 1))(params, x.numpy())
+    assert_tree_allclose({k: g.numpy() for k, g in grads.items()}, want_grads,
+                         rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dx.numpy(), want_dx, rtol=1e-5, atol=1e-5)
+    return want_dx
+
+
 def test_watched_batch_gets_its_gradient_too(rng):
     params = _params(rng)
     x = tf.constant(rng.standard_normal((5, 4)).astype(np.float32))
@@ -71,10 +80,7 @@ def test_watched_batch_gets_its_gradient_too(rng):
         tape.watch(x)
         loss = f_tf(variables, x)
     grads, dx = tape.gradient(loss, [variables, x])
-    want_grads, want_dx = jax.grad(_loss, argnums=(0, 1))(params, x.numpy())
-    assert_tree_allclose({k: g.numpy() for k, g in grads.items()}, want_grads,
-                         rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(dx.numpy(), want_dx, rtol=1e-5, atol=1e-5)
+    want_dx = _assert_loss_grads_equal_jax(params, x, grads, dx)
     np.testing.assert_allclose(tape.gradient(loss, x).numpy(), want_dx, rtol=1e-5, atol=1e-5)
 
 
@@ -88,10 +94,7 @@ def test_outer_tape_around_a_function_traced_for_inference(rng):
         tape.watch([p_tf, x])
         loss = serve(p_tf, x)
     grads, dx = tape.gradient(loss, [p_tf, x])
-    want_grads, want_dx = jax.grad(_loss, argnums=(0, 1))(params, x.numpy())
-    assert_tree_allclose({k: g.numpy() for k, g in grads.items()}, want_grads,
-                         rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(dx.numpy(), want_dx, rtol=1e-5, atol=1e-5)
+    _assert_loss_grads_equal_jax(params, x, grads, dx)
 
 
 def test_outer_tape_sees_every_input_through_an_inner_training_step(rng):
