@@ -167,7 +167,7 @@ def _check_in_fork(blob: bytes, version: str, timeout: float) -> str | None:
         return _crash_message(len(blob), how, lines[-1][:200] if lines else "no message")
 
 
-def _deserialize(blob: bytes):
+def deserialize_artifact(blob: bytes):
     """`jax.export.deserialize`, also for artifacts with jax2tf.call_tf's effects.
 
     JAX deserializes an effect only once its type is registered, which importing jax2tf's
@@ -185,11 +185,9 @@ def _deserialize(blob: bytes):
 
 def _child_checks(blob: bytes, stablehlo_version: str) -> str | None:
     """The checks, run in the child. Returns None or the error message."""
-    import jax
-
     from tf_ops import module_for_tf, module_verify
     try:
-        exported = _deserialize(blob)
+        exported = deserialize_artifact(blob)
     except Exception as e:  # flatbuffer errors come as several types
         return (f"Could not deserialize the {len(blob)} bytes as a jax.export.Exported "
                 f"({type(e).__name__}: {str(e)[:200]}). The bytes are truncated, corrupt, or "

@@ -38,7 +38,7 @@ def deserialize(exported_or_bytes, *, stablehlo_version: str | None = None
     blob = bytes(exported_or_bytes)
     artifact_sandbox.check_serialized(blob, stablehlo_version or versions.tf_stablehlo_version())
     try:
-        return jax.export.deserialize(bytearray(blob))
+        return artifact_sandbox.deserialize_artifact(blob)
     except Exception as e:  # the sandbox read the same bytes; kept as a second line of defence
         raise ExportedModuleError(
             f"Could not deserialize the {len(blob)} bytes as a jax.export.Exported "

@@ -91,8 +91,8 @@ def _verify(args: argparse.Namespace) -> int:
                 progress=lambda line: print(f"[verify --tf {args.tf}] {line}", file=sys.stderr,
                                             flush=True))
         except (ValueError, tf_envs.TfEnvError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_UNREADABLE if isinstance(e, ValueError) else verify_lib.EXIT_FAILED
+            return fail(args, str(e),
+                        EXIT_UNREADABLE if isinstance(e, ValueError) else verify_lib.EXIT_FAILED)
     try:
         report = verify_lib.verify(args.dir, batch_sizes=args.batch_sizes, python=python)
     except SavedModelReadError as e:

@@ -165,13 +165,3 @@ def check_main_signature(module: ir.Module, exported: Any) -> None:
     for i, aval in enumerate(exported.out_avals):
         _check_type(f"'{name}' output {i}", results[n_tokens + i], aval)
 
-
-def check_parsed(module: ir.Module, exported: Any | None = None,
-                 extra: Sequence = ()) -> None:
-    """verify_module, then (given `exported`) check_fields and check_main_signature."""
-    verify_module(module)
-    if exported is not None:
-        check_fields(exported)
-        check_main_signature(module, exported)
-    for check in extra:
-        check(module)

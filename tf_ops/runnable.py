@@ -61,13 +61,6 @@ def multi_device_ops(module) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def multi_device_ops_in_text(text: str, custom_call_targets: Sequence[str]) -> tuple[str, ...]:
-    """As `multi_device_ops`, from a module's MLIR text and its custom-call targets."""
-    found = {name for name in MULTI_DEVICE_OPS if re.search(rf"\b{re.escape(name)}\b", text)}
-    found |= {f"custom_call @{t}" for t in custom_call_targets if t in MULTI_DEVICE_CUSTOM_CALLS}
-    return tuple(sorted(found))
-
-
 def host_description() -> str:
     accelerators = tf_platforms.tf_accelerator_platforms()
     if not accelerators:

@@ -209,12 +209,10 @@ def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor]) -> list[tf.Tensor]
     pass through XlaSharding ops, and a module this host cannot run gets a guard that fails with
     `problem_here` when executed on a platform where the module cannot run.
 
-    Raises:
-      ValueError: eagerly, when `problem_here` says this host cannot run the module.
+    Eagerly, callers check `problem_here` first (`jax2tf_native.tf_runner.call_flat` raises
+    `ModuleNotRunnableHereError`).
     """
     eager = tf.executing_eagerly()
-    if eager and tf_module.problem_here:
-        raise ValueError(tf_module.problem_here)
     kept = [args_flat[i] for i in tf_module.kept_var_idx]
     guards = []
     if not eager:
