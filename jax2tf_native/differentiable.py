@@ -90,7 +90,7 @@ class DifferentiableFunction:
                                             self.shardings)
                 out_avals = tuple(prepared.exported.out_avals)
                 # A bad gradient_outputs fails at the first call, with or without a tape.
-                self.flat.diff_out([a.dtype for a in out_avals])
+                self._diff_out = self.flat.diff_out([a.dtype for a in out_avals])
                 self._primal, self.out_avals = prepared, out_avals
             return self._primal
 

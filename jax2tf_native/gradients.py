@@ -66,18 +66,20 @@ def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Seq
         message = (PREVENT_GRADIENT_MESSAGE if not with_gradient
                    else GRADIENT_ORDER_MESSAGE.format(order="the one requested"))
         return prevent_gradient(tf_runner.call_flat(node.primal(), values, asserts), message)
-    eager = tf.executing_eagerly()
-    if eager and not tape_state.could_record():
+    diff_in = node.flat.diff_in
+    if tape_state.could_record():
+        watched = tape_state.watched([values[i] for i in diff_in])
+        chosen = tuple(i for i, is_watched in zip(diff_in, watched) if is_watched)
+    elif tf.executing_eagerly():
         # Nothing can ask for a gradient of an op run now.
         return tf_runner.call_flat(node.primal(), values, asserts)
-    watched = tape_state.watched(values) if tape_state.could_record() else None
-    chosen = tuple(i for i in node.flat.diff_in if watched is not None and watched[i])
+    else:
+        chosen = ()
     if not chosen:
         # No tape asks (accumulators or later graph gradients may): plain forward, recomputing
         # VJP.
-        outputs = _unit(node, values, asserts, gradient_order, lambda xs: (
-            tf_runner.call_flat(node.primal(), xs, asserts), None))
-    elif chosen == node.flat.diff_in:
+        outputs = _unit(node, values, asserts, gradient_order, _plain_forward(node, asserts))
+    elif chosen == diff_in:
         outputs = _unit(node, values, asserts, gradient_order, _forward_of(node, asserts))
     else:
         variant = node.for_inputs(chosen)
@@ -86,11 +88,16 @@ def call(node: DifferentiableFunction, values: Sequence[tf.Tensor], asserts: Seq
     return _cut_non_differentiable(node, outputs)
 
 
+def _plain_forward(node: DifferentiableFunction, asserts) -> Callable:
+    """`run(xs) -> (outputs, None)`: the plain module; gradients recompute."""
+    return lambda xs: (tf_runner.call_flat(node.primal(), xs, asserts), None)
+
+
 def _forward_of(node: DifferentiableFunction, asserts) -> Callable:
     """`run(xs) -> (outputs, residuals or None)` for `node`'s gradient mode."""
     forward = node.forward() if node.mode == "residuals" else None
     if forward is None:
-        return lambda xs: (tf_runner.call_flat(node.primal(), xs, asserts), None)
+        return _plain_forward(node, asserts)
 
     def run(xs):
         everything = tf_runner.call_flat(forward.prepared, xs, asserts)

@@ -15,6 +15,7 @@ never recomputed for a first-order gradient.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Sequence
 
 import jax
@@ -67,9 +68,10 @@ class FlatFunction:
         variant.fun = fun
         return variant
 
-    @property
+    @functools.cached_property
     def diff_in(self) -> tuple[int, ...]:
-        """The inputs that take a cotangent: float/complex, and among `gradient_inputs`."""
+        """The inputs that take a cotangent: float/complex, and among `gradient_inputs`
+        (fixed at construction; read on every call, so computed once)."""
         allowed = (range(len(self.in_avals)) if self.gradient_inputs is None
                    else self.gradient_inputs)
         return tuple(i for i in allowed if is_differentiable(self.in_avals[i].dtype))

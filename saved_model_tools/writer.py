@@ -360,7 +360,7 @@ def _references(b: _Built, main: Signature, params) -> list[tuple[int, dict, dic
 def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_variables,
                    with_gradient: bool, gradient_mode: str, platforms,
                    input_gradients: bool = True, stablehlo_version: str | None = None,
-                   target=None) -> manifest.Manifest:
+                   *, target) -> manifest.Manifest:
     record_dir = temp / manifest.RECORD_DIR
     infos, warmup_requests = [], []
     for b in built:
@@ -383,10 +383,9 @@ def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_vari
                                for v in flat_variables)),
         with_gradient=with_gradient, gradient_mode=gradient_mode,
         platforms=tuple(platforms or (jax.default_backend(),)),
-        stablehlo_version=(stablehlo_version
-                           or (target.stablehlo_version if target else _stablehlo_version())),
+        stablehlo_version=stablehlo_version or target.stablehlo_version,
         input_gradients=input_gradients,
-        target_tf=target.version if target else None)
+        target_tf=target.version)
     manifest.write(temp, record)
     # TF Serving replays these at load, so the XLA modules compile before the first request.
     warmup.write_warmup_requests(temp / manifest.WARMUP_FILE, warmup_requests)
@@ -402,11 +401,6 @@ def _target(target_tf: str | None):
         installed = tf_targets.installed_target()
         target = tf_targets.measured_targets().get(installed.version, installed)
     return target
-
-
-def _stablehlo_version() -> str:
-    from tf_ops import versions
-    return versions.tf_stablehlo_version()
 
 
 def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: Any = None,
