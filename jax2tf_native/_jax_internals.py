@@ -77,3 +77,15 @@ def jit_declared_shardings(traced) -> tuple[tuple, tuple]:
         return tuple(s if isinstance(s, jax.sharding.Sharding) else None for s in shardings)
 
     return clean(params["in_shardings"]), clean(params["out_shardings"])
+
+
+# Why: rewriting an artifact's module (jax2tf_native.lapack_rewrite) must keep every other field
+# of the `Exported` and make `Exported.vjp()` return the rewritten VJP too; the VJP is only
+# reachable through the dataclass field `_get_vjp` (Exported has no public constructor for a
+# changed module, and `dataclasses.replace` must name the field).
+def exported_with_module(exported, serialized: bytes, transform_vjp):
+    """`exported` with `mlir_module_serialized` replaced; `vjp()` gives `transform_vjp(vjp)`."""
+    import dataclasses
+    get_vjp = exported._get_vjp
+    new_get_vjp = None if get_vjp is None else (lambda e: transform_vjp(get_vjp(e)))
+    return dataclasses.replace(exported, mlir_module_serialized=serialized, _get_vjp=new_get_vjp)

@@ -1,0 +1,95 @@
+"""Rewrites jaxlib's LAPACK custom calls in an existing CPU `jax.export` artifact.
+
+A module exported with plain `jax.export` on CPU calls LAPACK through custom calls
+(`lapack_sgetrf_ffi`, ...) that TF's XLA has no handler for. `rewrite_exported` replaces each
+by a call of a private portable StableHLO function with the same results (see `adapters`,
+`surgery`), so that the artifact runs in TF. A module without such calls is returned as the
+same object (its bytes untouched); a call that cannot be rewritten is left in place, and the
+custom-call check then rejects it with the target and its source line, as before.
+
+Example:
+    >>> result = rewrite_exported(jax.export.deserialize(blob))
+    >>> result.rewritten_targets
+    ('lapack_sgetrf_ffi',)
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import jax
+import jax.interpreters.mlir as jax_mlir
+from jax.extend import mlir as jax_extend_mlir
+
+from jax2tf_native import _jax_internals
+from jax2tf_native.lapack_rewrite import surgery
+from jax2tf_native.lapack_rewrite.targets import all_targets, routine_of
+from tf_ops import module_for_tf, module_verify
+
+__all__ = ["RewriteResult", "rewrite_exported", "all_targets", "routine_of"]
+
+logger = logging.getLogger("jax2tf_native")
+
+
+@dataclasses.dataclass(frozen=True)
+class RewriteResult:
+    """What `rewrite_exported` did.
+
+    Attributes:
+      exported: the artifact to run (the input itself when nothing was rewritten).
+      rewritten_targets: the distinct targets replaced by portable functions, sorted.
+      failures: (target, reason) of call sites left in place.
+    """
+    exported: jax.export.Exported
+    rewritten_targets: tuple[str, ...] = ()
+    failures: tuple[surgery.RewriteFailure, ...] = ()
+
+
+def _rewrite_bytes(serialized: bytes) -> tuple[bytes | None, list[str], list]:
+    from tf_ops import versions  # TF's StableHLO version: what module_for_tf reads next
+    with jax_mlir.make_ir_context() as context:
+        context.emit_error_diagnostics = False
+        try:
+            module = jax_extend_mlir.deserialize_portable_artifact(serialized)
+        except Exception:  # unreadable bytes: left to module_for_tf, which names the fix
+            return None, [], []
+        if not surgery.has_lapack_calls(module):
+            return None, [], []
+        module_verify.verify_module(module)
+        rewritten, failures = surgery.rewrite_module(module)
+        if not rewritten:
+            return None, [], failures
+        module_verify.verify_module(module)
+        blob = bytes(jax_extend_mlir.serialize_portable_artifact(
+            module, versions.tf_stablehlo_version(), module_for_tf.uses_shardy(module)))
+    return blob, rewritten, failures
+
+
+def rewrite_exported(exported: jax.export.Exported, *, enabled: bool = True) -> RewriteResult:
+    """`exported` with its LAPACK custom calls replaced by portable StableHLO functions.
+
+    Only modules lowered for CPU can hold them. The VJP chain (`exported.vjp()`) is rewritten
+    the same way when it is asked for. The calling convention and every other field are kept.
+
+    Args:
+      exported: the artifact.
+      enabled: False returns `exported` unchanged (`rewrite_lapack=False` of the callers).
+
+    Returns:
+      A `RewriteResult`.
+
+    Example:
+        >>> rewrite_exported(exported).exported.mlir_module().count("lapack_")
+        0
+    """
+    if not enabled or "cpu" not in exported.platforms:
+        return RewriteResult(exported)
+    blob, rewritten, failures = _rewrite_bytes(exported.mlir_module_serialized)
+    for failure in failures:
+        logger.warning("jax2tf_native: could not rewrite %s to portable StableHLO: %s",
+                       failure.target, failure.reason)
+    if blob is None:
+        return RewriteResult(exported, (), tuple(failures))
+    new = _jax_internals.exported_with_module(
+        exported, blob, lambda vjp: rewrite_exported(vjp).exported)
+    return RewriteResult(new, tuple(sorted(set(rewritten))), tuple(failures))

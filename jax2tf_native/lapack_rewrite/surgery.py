@@ -1,0 +1,178 @@
+"""MLIR surgery: replace each LAPACK custom call by a call of a private portable function.
+
+For a call site's operand and result types, the adapter (`adapters`) is exported with
+`jax.export` under the portable linear-algebra rules (`linalg_portable.export_scope`); the
+export's functions are copied into the module under fresh private names, and the custom call
+becomes a `func.call` of the export's `main`. Symbolic (`?`) dimensions of the call are
+exported as symbolic dimensions: the copied `main` reads them from its arguments as JAX's own
+modules do, and TF's shape refinement specializes it like any function.
+
+Example:
+    >>> with jax.interpreters.mlir.make_ir_context():
+    ...     module = jax.extend.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+    ...     rewritten, failures = rewrite_module(module)
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import threading
+
+import jax
+import numpy as np
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import func as func_dialect
+
+from jax2tf_native.lapack_rewrite import adapters
+from jax2tf_native.lapack_rewrite.targets import CallSignature, signature_of
+
+_ELEMENT_DTYPES = {"f32": np.float32, "f64": np.float64, "complex<f32>": np.complex64,
+                   "complex<f64>": np.complex128, "i32": np.int32, "i64": np.int64,
+                   "ui8": np.uint8, "i1": np.bool_}
+_TENSOR = re.compile(r"^tensor<((?:[0-9?]+x)*)([^x][^>]*>?)>$")
+_PREFIX = "_lapack_portable"
+_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class RewriteFailure:
+    """A call site left as it was, and why (the custom-call check then rejects it)."""
+    target: str
+    reason: str
+
+
+def _parse_type(text: str) -> tuple[list, np.dtype]:
+    match = _TENSOR.match(text)
+    if match is None or match.group(2) not in _ELEMENT_DTYPES:
+        raise adapters.NotRewritableError(f"operand type {text} is not a LAPACK tensor type")
+    dims = [None if d == "?" else int(d) for d in match.group(1).split("x") if d]
+    return dims, np.dtype(_ELEMENT_DTYPES[match.group(2)])
+
+
+def _operand_specs(sig: CallSignature) -> list[jax.ShapeDtypeStruct]:
+    """ShapeDtypeStructs for the operands; each `?` a symbolic dimension (batch dimensions
+    shared by position across operands, matrix dimensions named by `core_dim_names`)."""
+    parsed = [_parse_type(t) for t in sig.operand_types]
+    core = adapters.core_dim_names(sig)
+    if len(core) < len(parsed):
+        core = core + ((),) * (len(parsed) - len(core))
+    names = []
+    for (dims, _), core_names in zip(parsed, core):
+        batch_rank = len(dims) - len(core_names)
+        if batch_rank < 0:
+            raise adapters.NotRewritableError(f"operand rank {len(dims)} is below the routine's")
+        labels = [f"b{i}" for i in range(batch_rank)] + list(core_names)
+        names.append([str(d) if d is not None else label for d, label in zip(dims, labels)])
+    if not any(d is None for dims, _ in parsed for d in dims):
+        return [jax.ShapeDtypeStruct(tuple(dims), dtype) for dims, dtype in parsed]
+    scope = jax.export.SymbolicScope()
+    return [jax.ShapeDtypeStruct(jax.export.symbolic_shape(",".join(n) or "", scope=scope)
+                                 if n else (), dtype)
+            for n, (_, dtype) in zip(names, parsed)]
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter_module_text(sig: CallSignature) -> str:
+    """The portable export of `sig`'s adapter, as MLIR text (cached: compile once per shape)."""
+    from jax2tf_native import linalg_portable  # large; only needed when a module has LAPACK
+    fn = adapters.adapter_for(sig)
+    specs = _operand_specs(sig)
+    # A float64 call in a module read with x64 off must still be exported as float64.
+    wants_x64 = any(np.dtype(s.dtype) in (np.float64, np.complex128, np.int64) for s in specs)
+    with jax.enable_x64(wants_x64 or jax.config.jax_enable_x64):
+        with linalg_portable.export_scope(platforms=("cpu",)) as extra:
+            exported = jax.export.export(jax.jit(fn), platforms=("cpu",), **extra)(*specs)
+    linalg_portable.check_module_portable(exported)
+    return exported.mlir_module()
+
+
+def _fresh_prefix(module: ir.Module) -> str:
+    taken = {ir.StringAttr(op.attributes["sym_name"]).value for op in module.body.operations
+             if "sym_name" in op.attributes}
+    k = 0
+    while any(name.startswith(f"{_PREFIX}{k}_") for name in taken):
+        k += 1
+    return f"{_PREFIX}{k}_"
+
+
+def _splice(module: ir.Module, sig: CallSignature, prefix: str) -> str:
+    """Copies the adapter's functions into `module` under `prefix`; returns its main's name."""
+    adapter = ir.Module.parse(_adapter_module_text(sig))
+    functions = [op for op in adapter.body.operations if op.operation.name == "func.func"]
+    renames = {}
+    for op in functions:
+        old = ir.StringAttr(op.attributes["sym_name"]).value
+        renames[old] = f"{prefix}{sig.target}_{old}"
+    for old, new in renames.items():
+        ir.SymbolTable.replace_all_symbol_uses(old, new, adapter.operation)
+    main = None
+    for op in functions:
+        old = ir.StringAttr(op.attributes["sym_name"]).value
+        op.attributes["sym_name"] = ir.StringAttr.get(renames[old])
+        op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        if old == "main":
+            main = op
+    if main is None:
+        raise adapters.NotRewritableError("the adapter's export has no main function")
+    function_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    got_in = tuple(str(t) for t in function_type.inputs)
+    got_out = tuple(str(t) for t in function_type.results)
+    if got_in != sig.operand_types or got_out != sig.result_types:
+        raise adapters.NotRewritableError(
+            f"the portable function has type {got_in} -> {got_out}, the call "
+            f"{sig.operand_types} -> {sig.result_types}")
+    for op in functions:
+        module.body.append(op.operation)  # moves it out of the adapter module
+    return renames["main"]
+
+
+def _lapack_calls(module: ir.Module) -> list[tuple[ir.Operation, CallSignature]]:
+    found = []
+
+    def walk(op: ir.Operation) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    sig = signature_of(child.operation)
+                    if sig is not None:
+                        found.append((child.operation, sig))
+                    walk(child.operation)
+
+    walk(module.operation)
+    return found
+
+
+def has_lapack_calls(module: ir.Module) -> bool:
+    """Whether `module` holds any of the 48 jaxlib LAPACK custom calls."""
+    return bool(_lapack_calls(module))
+
+
+def rewrite_module(module: ir.Module) -> tuple[list[str], list[RewriteFailure]]:
+    """Rewrites every LAPACK custom call of `module` in place (inside its MLIR context).
+
+    Returns:
+      (the rewritten targets, one per call site in program order; the sites left unchanged
+      with the reason).
+    """
+    rewritten, failures = [], []
+    mains: dict[CallSignature, str] = {}
+    prefix = None
+    for op, sig in _lapack_calls(module):
+        try:
+            if sig not in mains:
+                prefix = prefix or _fresh_prefix(module)
+                with _lock:  # jax.enable_x64 and the lowering caches are process-wide
+                    mains[sig] = _splice(module, sig, f"{prefix}{len(mains)}_")
+        except Exception as e:  # export errors come in several types; all keep the call
+            failures.append(RewriteFailure(sig.target, f"{type(e).__name__}: "
+                                                       f"{str(e).splitlines()[0][:300]}"))
+            continue
+        with ir.InsertionPoint(op), op.location:
+            call = func_dialect.CallOp([r.type for r in op.results],
+                                       ir.FlatSymbolRefAttr.get(mains[sig]), list(op.operands))
+        for old, new in zip(op.results, call.results):
+            old.replace_all_uses_with(new)
+        op.erase()
+        rewritten.append(sig.target)
+    return rewritten, failures

@@ -1,0 +1,99 @@
+"""The jaxlib LAPACK custom-call targets we rewrite, and how to read one call site.
+
+jaxlib names its CPU kernels `lapack_<t><routine>_ffi`, with `t` in s, d, c, z (float32, float64,
+complex64, complex128) and complex spellings for three routines (ungqr, heevd, hetrd). The
+kernels take their options as `mhlo.backend_config = {uplo = 76 : ui8, ...}`: one-byte LAPACK
+characters ('L', 'U', 'N', 'V', 'A', 'S', 'T', 'C') or int32 values (gehrd's `low`/`high`).
+
+Example:
+    >>> routine_of("lapack_cheevd_ffi")
+    'syevd'
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from jax.extend.mlir import ir
+
+# Complex spelling -> the routine name the adapters use.
+_ALIASES = {"ungqr": "orgqr", "heevd": "syevd", "hetrd": "sytrd"}
+ROUTINES = ("potrf", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "trsm", "gehrd", "sytrd",
+            "geev", "gees", "gtsv")
+_TARGET = re.compile(r"^lapack_([sdcz])(\w+?)_ffi$")
+
+
+def routine_of(target: str) -> str | None:
+    """The routine ("getrf", ...) a jaxlib LAPACK target runs, or None for any other target."""
+    match = _TARGET.match(target)
+    if match is None:
+        return None
+    routine = _ALIASES.get(match.group(2), match.group(2))
+    return routine if routine in ROUTINES else None
+
+
+def all_targets() -> tuple[str, ...]:
+    """The 48 `lapack_*_ffi` targets on JAX's stable list that we rewrite."""
+    names = []
+    for routine in ROUTINES:
+        for prefix in "sdcz":
+            spelled = routine
+            if prefix in "cz":
+                spelled = {v: k for k, v in _ALIASES.items()}.get(routine, routine)
+            names.append(f"lapack_{prefix}{spelled}_ffi")
+    return tuple(names)
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSignature:
+    """What the portable replacement of one call must take and return.
+
+    Attributes:
+      target: the `call_target_name`.
+      routine: its routine ("getrf", ...).
+      operand_types, result_types: the printed MLIR tensor types, e.g. "tensor<?x3x3xf32>".
+      config: `mhlo.backend_config` as (name, int) pairs, sorted.
+    """
+    target: str
+    routine: str
+    operand_types: tuple[str, ...]
+    result_types: tuple[str, ...]
+    config: tuple[tuple[str, int], ...]
+
+    def option(self, name: str, default: int | None = None) -> int | None:
+        return dict(self.config).get(name, default)
+
+    def char(self, name: str, default: str) -> str:
+        """A one-byte LAPACK option as its character, e.g. 'L'."""
+        value = self.option(name)
+        return default if value is None else chr(value)
+
+
+def _backend_config(op: ir.Operation) -> tuple[tuple[str, int], ...]:
+    if "mhlo.backend_config" not in op.attributes:
+        return ()
+    attr = op.attributes["mhlo.backend_config"]
+    if not isinstance(attr, ir.DictAttr):
+        try:
+            attr = ir.DictAttr(attr)
+        except ValueError:
+            return ()  # a string backend_config belongs to the pre-FFI kernels: not ours
+    config = []
+    for named in attr:
+        try:
+            config.append((named.name, int(ir.IntegerAttr(named.attr).value)))
+        except ValueError:
+            config.append((named.name, -1))  # not an integer option; no adapter reads it
+    return tuple(sorted(config))
+
+
+def signature_of(op: ir.Operation) -> CallSignature | None:
+    """The call's signature when `op` is a rewritable LAPACK custom call, else None."""
+    if op.name != "stablehlo.custom_call":
+        return None
+    target = ir.StringAttr(op.attributes["call_target_name"]).value
+    routine = routine_of(target)
+    if routine is None:
+        return None
+    return CallSignature(target, routine, tuple(str(v.type) for v in op.operands),
+                         tuple(str(r.type) for r in op.results), _backend_config(op))
