@@ -7,11 +7,11 @@ from typing import Callable
 import jax
 import tensorflow as tf
 
-from jax2tf_native import (artifact_sandbox, export_cache, exporting, gradients, tf_args,
-                           tf_runner, vjp_functions)
+from jax2tf_native import (artifact_sandbox, export_cache, exporting, gradients,
+                           lapack_rewrite, tf_args, tf_runner, vjp_functions)
 from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
 from jax2tf_native.poly_specs import LeafSpec
-from tf_ops import tf_targets, versions
+from tf_ops import custom_call_check, tf_targets, versions
 
 
 def deserialize(exported_or_bytes, *, stablehlo_version: str | None = None
@@ -104,7 +104,7 @@ def _op_error_summary(e: tf.errors.OpError) -> str:
 
 def call_exported(exported_or_bytes, *, with_gradient: bool = True,
                   stablehlo_version: str | None = None,
-                  target_tf: str | None = None) -> Callable:
+                  target_tf: str | None = None, rewrite_lapack: bool = True) -> Callable:
     """Returns a TF-callable running an exported JAX function, without its Python source.
 
     Args:
@@ -118,6 +118,10 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
         whose calling convention is newer than that TF runs (JAX 0.10 writes 10, TF 2.17-2.19
         run up to 9) is wrapped in a new export at the older convention (`Exported.call` inside
         `jax.export`), which needs the installed JAX to write that convention.
+      rewrite_lapack: True (default): a CPU module's jaxlib LAPACK custom calls
+        (`lapack_sgetrf_ffi`, ...), which TF cannot run, are replaced by portable StableHLO
+        functions with the same results (`jax2tf_native.lapack_rewrite`); the returned
+        function's `lapack_rewritten` lists them. False leaves the module as it is.
 
     Returns:
       A function taking TF tensors in the exported pytree structure (args and kwargs) and
@@ -125,6 +129,8 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
 
     Raises:
       ExportedModuleError: the bytes are corrupt, or the module cannot run in this TensorFlow.
+      CustomCallNotAllowedError: the module holds a custom call TF cannot run and that could
+        not be rewritten (the message names the target, its source line and why).
       TargetTfError: the module cannot run in `target_tf` (the message names why and the fix).
 
     Example:
@@ -134,10 +140,15 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
     """
     target = tf_targets.resolve(target_tf)
     stablehlo_version = tf_targets.target_stablehlo_version(target, stablehlo_version)
-    exported = exporting.exported_for_target(
-        deserialize(exported_or_bytes, stablehlo_version=stablehlo_version), target)
-    prepared = tf_runner.prepare(exported, _leaf_specs(exported),
-                                 stablehlo_version=stablehlo_version, target=target)
+    rewrite = lapack_rewrite.rewrite_exported(
+        deserialize(exported_or_bytes, stablehlo_version=stablehlo_version),
+        enabled=rewrite_lapack)
+    exported = exporting.exported_for_target(rewrite.exported, target)
+    try:
+        prepared = tf_runner.prepare(exported, _leaf_specs(exported),
+                                     stablehlo_version=stablehlo_version, target=target)
+    except custom_call_check.CustomCallNotAllowedError as e:
+        raise lapack_rewrite.with_failures(e, rewrite.failures) from None
     checked = export_cache.LruCache(export_cache.DEFAULT_CACHE_SIZE)
     run = (_with_exported_vjp(exported, prepared, stablehlo_version, target_tf) if with_gradient
            else lambda values, asserts: gradients.prevent_gradient(
@@ -173,4 +184,5 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
         return jax.tree_util.tree_unflatten(exported.out_tree, outs)
 
     call.exported = exported
+    call.lapack_rewritten = rewrite.rewritten_targets
     return call

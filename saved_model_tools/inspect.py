@@ -45,6 +45,9 @@ _STABLEHLO_PRODUCER = re.compile(r"^StableHLO_v(\d+\.\d+\.\d+)$")
 _CUSTOM_CALL_PRETTY = re.compile(r'stablehlo\.custom_call\s+@(?:"([^"]+)"|([\w$.\-]+))')
 _CUSTOM_CALL_GENERIC = re.compile(
     r'call_target_name\s*=\s*(?:#vhlo\.string_v1<)?"([^"]+)"')
+# jax2tf_native.lapack_rewrite names the portable function replacing a LAPACK custom call
+# `_lapack_portable<K>_<k>_<target>_main` (its module surgery); no JAX is needed to read it.
+_REWRITTEN_LAPACK = re.compile(r'func\.func private @"?_lapack_portable\d+_\d+_(lapack_\w+?_ffi)_main\b')
 _VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -182,6 +185,8 @@ class ModuleReport:
       multi_device_ops: ops that need its devices partitioned (shard_map, collectives).
       not_runnable_here: why TF on this host cannot run it (and the fix), None if it can.
       mlir: the StableHLO text, only when `inspect_saved_model(..., mlir=True)`.
+      rewritten_lapack: the jaxlib LAPACK targets whose calls `call_exported`/`save_exported`
+        replaced by portable StableHLO functions (`jax2tf_native.lapack_rewrite`), sorted.
     """
     sha256: str
     size_bytes: int
@@ -204,6 +209,7 @@ class ModuleReport:
     multi_device_ops: tuple[str, ...] = ()
     not_runnable_here: str | None = None
     mlir: str | None = None
+    rewritten_lapack: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -866,7 +872,8 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
             not_runnable_here=runnable.problem_here(
                 f"module sha256 {digest[:16]}", platforms, devices, multi_device,
                 runnable.PLATFORM_CHECK in disabled),
-            mlir=text if mlir else None))
+            mlir=text if mlir else None,
+            rewritten_lapack=tuple(sorted(set(_REWRITTEN_LAPACK.findall(text or ""))))))
 
     served = [m for m in modules if m.signatures] or modules
     model_support = _combined_support([m.tf_support for m in served])
@@ -1027,6 +1034,9 @@ def _format_lines(report: SavedModelReport) -> list[str]:
                 lines.append(f"        {call.target}: {status}")
         else:
             lines.append("      custom calls: none")
+        if mod.rewritten_lapack:
+            lines.append(f"      LAPACK calls rewritten to portable StableHLO: "
+                         f"{', '.join(mod.rewritten_lapack)}")
         lines.append(f"      oldest TF: {mod.tf_support.oldest_tf or 'none'} "
                      f"({mod.tf_support.reason})")
         if mod.mlir is not None:

@@ -17,8 +17,9 @@ import tensorflow as tf
 import jax2tf_native
 from saved_model_tools import atomic_dir, manifest, pytree_inputs, references, warmup
 from saved_model_tools import signature as signature_lib
-from jax2tf_native import tf_variables
+from jax2tf_native import lapack_rewrite, tf_variables
 from saved_model_tools.signature import Signature
+from tf_ops import custom_call_check
 
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -412,7 +413,8 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
                   progress: Callable[[str], None] | None = None,
                   stablehlo_version: str | None = None,
                   trainable: Any = None,
-                  target_tf: str | None = None) -> manifest.Manifest:
+                  target_tf: str | None = None,
+                  rewrite_lapack: bool = True) -> manifest.Manifest:
     """Writes a `jax.export` artifact (an `Exported` or its serialized bytes) as a SavedModel.
 
     No Python source of the model is needed: the artifact is called through
@@ -435,12 +437,17 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
       target_tf: as for `save`. The artifact is called inside the new export (as for any
         `save_exported`), so the outer module gets the target's calling convention and the
         whole is serialized for the target's StableHLO version.
+      rewrite_lapack: as for `jax2tf_native.call_exported`: True (default) replaces a CPU
+        artifact's LAPACK custom calls by portable StableHLO functions (`inspect` lists them
+        as "LAPACK calls rewritten"); False keeps them (TF then cannot run the model).
 
     Example:
         >>> blob = jax.export.export(jax.jit(model))(params, images_spec).serialize(vjp_order=1)
         >>> save_exported("/tmp/model/1", blob, params=params, input_names=["images"])
     """
-    exported = jax2tf_native.deserialize(exported_or_bytes)
+    rewrite = lapack_rewrite.rewrite_exported(jax2tf_native.deserialize(exported_or_bytes),
+                                              enabled=rewrite_lapack)
+    exported = rewrite.exported
     args_tree, kwargs_tree = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals)
     if kwargs_tree:
         raise ValueError(f"'{exported.fun_name}' takes keyword arguments {sorted(kwargs_tree)}; "
@@ -470,12 +477,15 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
         fn = lambda p, *args: exported.call(p, *args)
     fn.__name__ = exported.fun_name if exported.fun_name.isidentifier() else "exported"
     fn = _with_exported_shardings(fn, exported, takes_params)
-    return save(export_dir, fn, params, example_args, polymorphic_shapes=specs,
-                input_names=input_names, output_names=output_names,
-                with_gradient=with_gradient, gradient_mode=gradient_mode,
-                platforms=exported.platforms, jit_compile=jit_compile, overwrite=overwrite,
-                progress=progress, stablehlo_version=stablehlo_version, trainable=trainable,
-                target_tf=target_tf)
+    try:
+        return save(export_dir, fn, params, example_args, polymorphic_shapes=specs,
+                    input_names=input_names, output_names=output_names,
+                    with_gradient=with_gradient, gradient_mode=gradient_mode,
+                    platforms=exported.platforms, jit_compile=jit_compile, overwrite=overwrite,
+                    progress=progress, stablehlo_version=stablehlo_version,
+                    trainable=trainable, target_tf=target_tf)
+    except custom_call_check.CustomCallNotAllowedError as e:
+        raise lapack_rewrite.with_failures(e, rewrite.failures) from None
 
 
 def _with_exported_shardings(fn: Callable, exported, takes_params: bool) -> Callable:

@@ -72,10 +72,14 @@ _LAPACK_OPS: tuple[tuple[tuple[str, str, str, str], str], ...] = (
 )
 
 _LAPACK_NOTE = (
-    "The kernel is a jaxlib FFI handler that TF's XLA does not have: TF fails with 'No FFI "
-    "handler registered for <target> on a platform Host' (verified on CPU); JAX runs it. "
-    "For TF, convert(..., linalg='portable') lowers qr/eigh/svd/cholesky/lu/solves to ops TF "
-    "runs (eig, schur, hessenberg, tridiagonal have no portable form).")
+    "In existing artifacts: rewritten to portable StableHLO. call_exported and save_exported "
+    "replace each call by a private StableHLO function with the same results "
+    "(jax2tf_native.lapack_rewrite, on by default, rewrite_lapack=False turns it off), so the "
+    "call itself never reaches TF; verified on CPU against JAX's own back-compat artifacts "
+    "(tests/test_lapack_rewrite.py). A call still here was not rewritten: the kernel is a "
+    "jaxlib FFI handler that TF's XLA does not have (TF fails with 'No FFI handler registered "
+    "for <target> on a platform Host', verified on CPU); JAX runs it. For new exports, "
+    "convert(..., linalg='portable') lowers linear algebra to ops TF runs.")
 
 _LAPACK = tuple(
     AllowedTarget(f"lapack_{name}_ffi", ("cpu",), emitted_by, (), _LAPACK_NOTE)

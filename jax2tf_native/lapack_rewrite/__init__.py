@@ -24,9 +24,9 @@ from jax.extend import mlir as jax_extend_mlir
 from jax2tf_native import _jax_internals
 from jax2tf_native.lapack_rewrite import surgery
 from jax2tf_native.lapack_rewrite.targets import all_targets, routine_of
-from tf_ops import module_for_tf, module_verify
+from tf_ops import custom_call_check, module_for_tf, module_verify
 
-__all__ = ["RewriteResult", "rewrite_exported", "all_targets", "routine_of"]
+__all__ = ["RewriteResult", "rewrite_exported", "with_failures", "all_targets", "routine_of"]
 
 logger = logging.getLogger("jax2tf_native")
 
@@ -93,3 +93,20 @@ def rewrite_exported(exported: jax.export.Exported, *, enabled: bool = True) -> 
     new = _jax_internals.exported_with_module(
         exported, blob, lambda vjp: rewrite_exported(vjp).exported)
     return RewriteResult(new, tuple(sorted(set(rewritten))), tuple(failures))
+
+
+def with_failures(error: custom_call_check.CustomCallNotAllowedError,
+                  failures) -> custom_call_check.CustomCallNotAllowedError:
+    """`error` with, for each LAPACK target it rejects, why the rewrite left it in place."""
+    reasons = {}
+    for failure in failures:
+        reasons.setdefault(failure.target, failure.reason)
+    notes = [f"  '{target}' was not rewritten to portable StableHLO: {reason}"
+             for target, reason in reasons.items()
+             if any(r.target == target for r in error.rejected)]
+    if not notes:
+        return error
+    lines = str(error).splitlines()
+    # Before the closing "Fix:" line, so that the fix stays last.
+    return custom_call_check.CustomCallNotAllowedError(
+        "\n".join([*lines[:-1], *notes, *lines[-1:]]), error.rejected)

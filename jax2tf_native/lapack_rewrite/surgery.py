@@ -20,12 +20,13 @@ import re
 import threading
 
 import jax
+import jax.interpreters.mlir as jax_mlir
 import numpy as np
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func as func_dialect
 
 from jax2tf_native.lapack_rewrite import adapters
-from jax2tf_native.lapack_rewrite.targets import CallSignature, signature_of
+from jax2tf_native.lapack_rewrite.targets import CallSignature, data_operands, signature_of
 
 _ELEMENT_DTYPES = {"f32": np.float32, "f64": np.float64, "complex<f32>": np.complex64,
                    "complex<f64>": np.complex128, "i32": np.int32, "i64": np.int64,
@@ -84,7 +85,11 @@ def _adapter_module_text(sig: CallSignature) -> str:
         with linalg_portable.export_scope(platforms=("cpu",)) as extra:
             exported = jax.export.export(jax.jit(fn), platforms=("cpu",), **extra)(*specs)
     linalg_portable.check_module_portable(exported)
-    return exported.mlir_module()
+    # Without locations: they would name this package's files, not the user's; the call
+    # replacing the custom call keeps the custom call's location.
+    with jax_mlir.make_ir_context():
+        return ir.Module.parse(exported.mlir_module()).operation.get_asm(
+            enable_debug_info=False)
 
 
 def _fresh_prefix(module: ir.Module) -> str:
@@ -170,7 +175,7 @@ def rewrite_module(module: ir.Module) -> tuple[list[str], list[RewriteFailure]]:
             continue
         with ir.InsertionPoint(op), op.location:
             call = func_dialect.CallOp([r.type for r in op.results],
-                                       ir.FlatSymbolRefAttr.get(mains[sig]), list(op.operands))
+                                       ir.FlatSymbolRefAttr.get(mains[sig]), data_operands(op))
         for old, new in zip(op.results, call.results):
             old.replace_all_uses_with(new)
         op.erase()

@@ -87,6 +87,16 @@ def _backend_config(op: ir.Operation) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(config))
 
 
+def data_operands(op: ir.Operation) -> list[ir.Value]:
+    """The operands LAPACK reads: with symbolic shapes JAX appends the result shapes as extra
+    operands, listed in `indices_of_shape_operands`; a portable function computes them."""
+    shape_operands = set()
+    if "indices_of_shape_operands" in op.attributes:
+        shape_operands = {int(i) for i in ir.DenseIntElementsAttr(
+            op.attributes["indices_of_shape_operands"])}
+    return [v for i, v in enumerate(op.operands) if i not in shape_operands]
+
+
 def signature_of(op: ir.Operation) -> CallSignature | None:
     """The call's signature when `op` is a rewritable LAPACK custom call, else None."""
     if op.name != "stablehlo.custom_call":
@@ -95,5 +105,5 @@ def signature_of(op: ir.Operation) -> CallSignature | None:
     routine = routine_of(target)
     if routine is None:
         return None
-    return CallSignature(target, routine, tuple(str(v.type) for v in op.operands),
+    return CallSignature(target, routine, tuple(str(v.type) for v in data_operands(op)),
                          tuple(str(r.type) for r in op.results), _backend_config(op))
