@@ -267,3 +267,29 @@ def test_allowlist_says_every_lapack_target_is_rewritten():
         assert "rewritten to portable StableHLO" in custom_call_allowlist.ALLOWLIST_BY_TARGET[
             target].note
         assert lapack_rewrite.routine_of(target) is not None
+
+
+def test_save_exported_runs_lapack_artifact_and_inspect_lists_it(tmp_path):
+    import saved_model_tools
+    from saved_model_tools import inspect as inspect_lib
+
+    def solve(a, b):
+        return jnp.linalg.solve(a, b)  # getrf on CPU, then triangular solves
+
+    batch, = jax.export.symbolic_shape("b")
+    artifact = _native_artifact(solve, jax.ShapeDtypeStruct((batch, 3, 3), np.float32),
+                                jax.ShapeDtypeStruct((batch, 3, 2), np.float32))
+    assert "lapack_sgetrf_ffi" in artifact.mlir_module()
+    saved_model_tools.save_exported(tmp_path / "m", artifact.serialize(), with_gradient=False)
+    report = inspect_lib.inspect_saved_model(tmp_path / "m")
+    rewritten = {t for module in report.modules for t in module.rewritten_lapack}
+    assert "lapack_sgetrf_ffi" in rewritten
+    assert not any(c.target.startswith("lapack_") for module in report.modules
+                   for c in module.custom_calls)
+    assert "LAPACK calls rewritten to portable StableHLO: " in report.format()
+    served = tf.saved_model.load(str(tmp_path / "m")).signatures["serving_default"]
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2, 3, 3)).astype(np.float32) + 3 * np.eye(3, dtype=np.float32)
+    b = rng.normal(size=(2, 3, 2)).astype(np.float32)
+    (got,) = served(input_0=tf.constant(a), input_1=tf.constant(b)).values()
+    np.testing.assert_allclose(np.asarray(got), artifact.call(a, b), rtol=1e-4, atol=1e-5)
