@@ -324,10 +324,20 @@ _LAPACK_ARTIFACTS = tuple(
     ArtifactSpec(
         name=f"cpu_lapack_{op}",
         description=f"lapack_*{kernels}_ffi (float32, float64, complex64, complex128) from "
-                    f"{fn.__name__.lstrip('_').replace('lapack_', '')}; runs in JAX only",
+                    f"{fn.__name__.lstrip('_').replace('lapack_', '')}; runs in TF through "
+                    f"call_exported's LAPACK rewrite (frozen as 'runs in JAX only')",
         fun=_on_each(fn, arity), make_inputs=_per_dtype(make_one),
         rtol=1e-4, atol=1e-4, requires_x64=True)
     for op, kernels, fn, arity, make_one in _LAPACK_SPECS)
+
+
+def _lapack_poly_batch(a, b):
+    # Two getrf calls and one potrf around a symbolic batch: the rewrite must handle `?` dims,
+    # JAX's shape operands, and share one portable function between calls of the same type.
+    eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+    x1 = jnp.linalg.solve(a, b)
+    x2 = jnp.linalg.solve(a + 2 * eye, b)
+    return x1, x2, jnp.linalg.cholesky(a @ jnp.swapaxes(a, -1, -2) + 4 * eye)
 
 
 def _f32(*shape, seed=0, scale=1.0):
@@ -394,6 +404,12 @@ ARTIFACTS: tuple[ArtifactSpec, ...] = (
                  lambda: ((lambda a: (a @ a.T + 4 * np.eye(4)).astype(np.float32))(_f32(4, 4)),),
                  rtol=1e-4, atol=1e-4, portable_linalg=True),
     *_LAPACK_ARTIFACTS,
+    ArtifactSpec("cpu_lapack_poly_batch",
+                 "lapack_sgetrf_ffi and lapack_strsm_ffi twice, lapack_spotrf_ffi, with a "
+                 "symbolic batch b; runs in TF through call_exported's LAPACK rewrite",
+                 _lapack_poly_batch,
+                 lambda: (_f32(3, 4, 4) + 3 * np.eye(4, dtype=np.float32), _f32(3, 4, 2, seed=1)),
+                 polymorphic_shapes=("(b, 4, 4)", "(b, 4, 2)"), rtol=1e-4, atol=1e-4),
 )
 
 ARTIFACTS_BY_NAME = {spec.name: spec for spec in ARTIFACTS}
