@@ -114,3 +114,21 @@ def test_named_sharding_to_hlo_matches_the_export_record():
     # On a 1-device mesh every spec is replicated; the multi-device forms are compared with
     # JAX's lowering in tests/test_sharded.py.
     assert str(hlo) == "{replicated}" and hlo.is_replicated()
+
+
+def test_exported_with_module_keeps_fields_and_transforms_the_vjp():
+    exp = jax.export.export(jax.jit(jnp.sin))(np.zeros(3, np.float32))
+    blob = jax.export.deserialize(exp.serialize(vjp_order=1))
+    other = jax.export.export(jax.jit(jnp.cos))(np.zeros(3, np.float32))
+    seen = []
+    new = _jax_internals.exported_with_module(
+        blob, other.mlir_module_serialized, lambda vjp: seen.append(vjp) or vjp)
+    assert new.mlir_module_serialized == other.mlir_module_serialized, (
+        "dataclasses.replace(Exported, mlir_module_serialized=...) no longer sets the module: "
+        "update _jax_internals.exported_with_module")
+    assert (new.in_avals, new.out_avals, new.calling_convention_version) == (
+        blob.in_avals, blob.out_avals, blob.calling_convention_version)
+    np.testing.assert_allclose(new.call(np.ones(3, np.float32)), np.cos(np.ones(3)), rtol=1e-6)
+    assert new.has_vjp() and new.vjp() is seen[0], (
+        "Exported.vjp() no longer calls the `_get_vjp` field: update "
+        "_jax_internals.exported_with_module")
