@@ -47,7 +47,8 @@ _CUSTOM_CALL_GENERIC = re.compile(
     r'call_target_name\s*=\s*(?:#vhlo\.string_v1<)?"([^"]+)"')
 # jax2tf_native.lapack_rewrite names the portable function replacing a LAPACK custom call
 # `_lapack_portable<K>_<k>_<target>_main` (its module surgery); no JAX is needed to read it.
-_REWRITTEN_LAPACK = re.compile(r'func\.func private @"?_lapack_portable\d+_\d+_(lapack_\w+?_ffi)_main\b')
+_REWRITTEN_LAPACK = re.compile(
+    r'func\.func private @"?_lapack_portable\d+_\d+_(lapack_\w+?_ffi)_main\b')
 _VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 

@@ -293,3 +293,46 @@ def test_save_exported_runs_lapack_artifact_and_inspect_lists_it(tmp_path):
     b = rng.normal(size=(2, 3, 2)).astype(np.float32)
     (got,) = served(input_0=tf.constant(a), input_1=tf.constant(b)).values()
     np.testing.assert_allclose(np.asarray(got), artifact.call(a, b), rtol=1e-4, atol=1e-5)
+
+
+def _options(a, b, c):
+    """LAPACK options JAX's back-compat data does not cover: upper triangles, right side,
+    transposes, unit diagonals, job 'N' of gesdd (full and reduced), batched operands."""
+    spd = a @ _mT(a) + 4 * jnp.eye(4, dtype=a.dtype)
+    w_upper, v_upper = jnp.linalg.eigh(jnp.triu(spd), UPLO="U", symmetrize_input=False)
+    outs = [w_upper, (v_upper * w_upper[..., None, :]) @ _mT(v_upper),
+            lax.linalg.svd(a, full_matrices=True, compute_uv=False),
+            lax.linalg.svd(b, full_matrices=False, compute_uv=False)]
+    # Each option takes both values in one of these (left, lower, transpose, conjugate, unit).
+    for left, lower, transpose, conjugate, unit in (
+            (True, True, False, False, False), (False, False, True, False, True),
+            (True, False, True, True, False), (False, True, True, True, True)):
+        outs.append(lax.linalg.triangular_solve(
+            c + 4 * jnp.eye(4, dtype=c.dtype), b if left else _mT(b), left_side=left,
+            lower=lower, transpose_a=transpose, conjugate_a=conjugate, unit_diagonal=unit))
+    return outs
+
+
+def _mT(x):
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+@pytest.mark.parametrize("dtype", [np.complex64])
+def test_lapack_options_match_jax(dtype):
+    rng = np.random.default_rng(0)
+
+    def make(*shape):
+        x = rng.normal(size=shape)
+        if np.issubdtype(dtype, np.complexfloating):
+            x = x + 1j * rng.normal(size=shape)
+        return x.astype(dtype)
+
+    args = (make(2, 4, 4), make(2, 4, 3), make(2, 4, 4))
+    artifact = _native_artifact(_options, *[jax.ShapeDtypeStruct(x.shape, dtype) for x in args])
+    fn = jax2tf_native.call_exported(artifact)
+    assert {"syevd", "gesdd", "trsm"} <= {lapack_rewrite.routine_of(t)
+                                          for t in fn.lapack_rewritten}
+    want = _flat(artifact.call(*args))  # JAX's LAPACK
+    for got in (_flat(fn(*args)), _flat(tf.function(fn, jit_compile=True)(*args))):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4)

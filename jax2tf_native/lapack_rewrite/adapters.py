@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 
 from jax2tf_native import _jax_internals
-from jax2tf_native.lapack_rewrite.targets import CallSignature
+from jax2tf_native.lapack_rewrite.targets import CallSignature, parse_tensor_type
 
 
 class NotRewritableError(ValueError):
@@ -108,13 +108,22 @@ def _gesdd(sig: CallSignature):
     if mode not in "ASN":
         raise NotRewritableError(f"gesdd mode {mode!r} (expected 'A', 'S' or 'N')")
 
+    # With 'N' JAX still allocates U and VT, full or reduced as the caller asked: their types
+    # say which (LAPACK leaves them untouched; JAX never reads them).
+    def square(result: int) -> bool:
+        parsed = parse_tensor_type(sig.result_types[result])
+        return parsed is not None and parsed[0][-1] == parsed[0][-2]
+
+    u_full, vt_full = square(2), square(3)
+
     def gesdd(a):
         m, n = a.shape[-2:]
+        k = min(m, n)
         batch = _batch(a)
         if mode == "N":
             s = lax.linalg.svd(a, full_matrices=False, compute_uv=False)
-            u = jnp.zeros((*batch, m, m), a.dtype)  # jaxlib allocates full U and VT for 'N'
-            vt = jnp.zeros((*batch, n, n), a.dtype)
+            u = jnp.zeros((*batch, m, m if u_full else k), a.dtype)
+            vt = jnp.zeros((*batch, n if vt_full else k, n), a.dtype)
         else:
             u, s, vt = lax.linalg.svd(a, full_matrices=mode == "A", compute_uv=True)
         return a, s, u, vt, _failed(batch, s)

@@ -26,12 +26,9 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func as func_dialect
 
 from jax2tf_native.lapack_rewrite import adapters
-from jax2tf_native.lapack_rewrite.targets import CallSignature, data_operands, signature_of
+from jax2tf_native.lapack_rewrite.targets import (CallSignature, data_operands,
+                                                  parse_tensor_type, signature_of)
 
-_ELEMENT_DTYPES = {"f32": np.float32, "f64": np.float64, "complex<f32>": np.complex64,
-                   "complex<f64>": np.complex128, "i32": np.int32, "i64": np.int64,
-                   "ui8": np.uint8, "i1": np.bool_}
-_TENSOR = re.compile(r"^tensor<((?:[0-9?]+x)*)([^x][^>]*>?)>$")
 _PREFIX = "_lapack_portable"
 _lock = threading.Lock()
 
@@ -44,11 +41,10 @@ class RewriteFailure:
 
 
 def _parse_type(text: str) -> tuple[list, np.dtype]:
-    match = _TENSOR.match(text)
-    if match is None or match.group(2) not in _ELEMENT_DTYPES:
+    parsed = parse_tensor_type(text)
+    if parsed is None:
         raise adapters.NotRewritableError(f"operand type {text} is not a LAPACK tensor type")
-    dims = [None if d == "?" else int(d) for d in match.group(1).split("x") if d]
-    return dims, np.dtype(_ELEMENT_DTYPES[match.group(2)])
+    return parsed
 
 
 def _operand_specs(sig: CallSignature) -> list[jax.ShapeDtypeStruct]:

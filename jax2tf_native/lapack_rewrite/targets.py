@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
 from jax.extend.mlir import ir
 
 # Complex spelling -> the routine name the adapters use.
@@ -21,6 +22,19 @@ _ALIASES = {"ungqr": "orgqr", "heevd": "syevd", "hetrd": "sytrd"}
 ROUTINES = ("potrf", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "trsm", "gehrd", "sytrd",
             "geev", "gees", "gtsv")
 _TARGET = re.compile(r"^lapack_([sdcz])(\w+?)_ffi$")
+_ELEMENT_DTYPES = {"f32": np.float32, "f64": np.float64, "complex<f32>": np.complex64,
+                   "complex<f64>": np.complex128, "i32": np.int32, "i64": np.int64,
+                   "ui8": np.uint8, "i1": np.bool_}
+_TENSOR = re.compile(r"^tensor<((?:[0-9?]+x)*)([^x][^>]*>?)>$")
+
+
+def parse_tensor_type(text: str) -> tuple[list[int | None], np.dtype] | None:
+    """"tensor<?x3x3xf32>" -> ([None, 3, 3], float32); None for another type."""
+    match = _TENSOR.match(text)
+    if match is None or match.group(2) not in _ELEMENT_DTYPES:
+        return None
+    dims = [None if d == "?" else int(d) for d in match.group(1).split("x") if d]
+    return dims, np.dtype(_ELEMENT_DTYPES[match.group(2)])
 
 
 def routine_of(target: str) -> str | None:
