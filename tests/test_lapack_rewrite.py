@@ -336,3 +336,16 @@ def test_lapack_options_match_jax(dtype):
     for got in (_flat(fn(*args)), _flat(tf.function(fn, jit_compile=True)(*args))):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4)
+
+
+def test_symbolic_matrix_size_runs_in_tf():
+    n, = jax.export.symbolic_shape("n")
+    artifact = _native_artifact(jnp.linalg.cholesky, jax.ShapeDtypeStruct((n, n), np.float32))
+    assert "tensor<?x?xf32>" in artifact.mlir_module()
+    fn = jax2tf_native.call_exported(artifact)
+    assert fn.lapack_rewritten == ("lapack_spotrf_ffi",)
+    for size in (2, 5):
+        a = np.random.default_rng(size).normal(size=(size, size)).astype(np.float32)
+        spd = a @ a.T + size * np.eye(size, dtype=np.float32)
+        np.testing.assert_allclose(np.asarray(fn(spd)), artifact.call(spd), rtol=1e-5,
+                                   atol=1e-6)
