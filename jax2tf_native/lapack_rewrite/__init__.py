@@ -82,7 +82,10 @@ def rewrite_exported(exported: jax.export.Exported, *, enabled: bool = True) -> 
         >>> rewrite_exported(exported).exported.mlir_module().count("lapack_")
         0
     """
-    if not enabled or "cpu" not in exported.platforms:
+    # MLIR bytecode stores strings as they are: without "lapack_" there is no target to find,
+    # and the module is not parsed at all.
+    if (not enabled or "cpu" not in exported.platforms
+            or b"lapack_" not in exported.mlir_module_serialized):
         return RewriteResult(exported)
     blob, rewritten, failures = _rewrite_bytes(exported.mlir_module_serialized)
     for failure in failures:
