@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import threading
 
 import jax
