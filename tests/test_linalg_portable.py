@@ -312,7 +312,8 @@ def test_concurrent_portable_and_native_exports(rng):
 def test_multi_platform_export_is_portable_everywhere(rng):
     a = _general(rng, np.float32, (N, N))
     exported = export_portable(jnp.linalg.inv, a, platforms=("cpu", "cuda"))
-    assert not re.search(r"cusolver|lapack_", exported.mlir_module())
+    # Custom-call targets only: debug locations may name files such as lapack_rewrite/*.py.
+    assert not re.search(r'custom_call @"?(cusolver|lapack_)', exported.mlir_module())
     np.testing.assert_allclose(run_in_tf(exported, a)[0], np.linalg.inv(a), rtol=1e-5, atol=1e-5)
 
 
