@@ -5,6 +5,7 @@ moves or changes it.
 """
 import contextlib
 import sys
+import threading
 from typing import Iterator
 
 import jax
@@ -77,3 +78,73 @@ def jit_declared_shardings(traced) -> tuple[tuple, tuple]:
         return tuple(s if isinstance(s, jax.sharding.Sharding) else None for s in shardings)
 
     return clean(params["in_shardings"]), clean(params["out_shardings"])
+
+
+# Why: a `call_tf` whose TF function has a dynamic output shape (a polymorphic batch) is refused
+# by the peer's abstract evaluation ("call_tf cannot call functions whose output has dynamic
+# shape"), before any public hook runs. To split a converted function at such calls
+# (jax2tf_native.call_tf_split), tracing must give those results symbolic shapes that TF's own
+# shape inference implies. The primitive lives in the module `jax.experimental.jax2tf.call_tf`
+# (the package attribute of that name is the function); its abstract evaluation is the
+# `abstract_eval` attribute JAX's `Primitive.def_effectful_abstract_eval` sets. We install, once,
+# a wrapper that asks a thread-local resolver first and otherwise calls the peer's own
+# evaluation unchanged; the resolver's answer is passed as the peer's `output_avals` keyword
+# (what `call_tf(..., output_shape_dtype=...)` passes), so the effects stay the peer's.
+CALL_TF_PRIMITIVE_MODULE = "jax.experimental.jax2tf.call_tf"
+_call_tf_resolver = threading.local()
+
+
+def call_tf_primitive():
+    """jax2tf's `call_tf` primitive, or None when jax2tf was never imported (no call_tf then)."""
+    module = sys.modules.get(CALL_TF_PRIMITIVE_MODULE)
+    return None if module is None else module.call_tf_p
+
+
+def _install_call_tf_abstract_eval_wrapper(primitive) -> None:
+    peer_eval = primitive.abstract_eval
+    if getattr(peer_eval, "_jax2tf_native_wrapper", False):
+        return
+
+    def abstract_eval(*avals, **params):
+        resolver = getattr(_call_tf_resolver, "fn", None)
+        if resolver is not None and params.get("output_avals") is None:
+            resolved = resolver(avals, params)
+            if resolved is not None:
+                params = dict(params, output_avals=resolved)
+        return peer_eval(*avals, **params)
+
+    abstract_eval._jax2tf_native_wrapper = True
+    primitive.abstract_eval = abstract_eval
+
+
+@contextlib.contextmanager
+def resolving_call_tf_output_avals(resolver) -> Iterator[None]:
+    """In this scope (this thread), call_tf results get `resolver(avals, params)`'s avals.
+
+    `resolver` returns a tuple of `jax.core.ShapedArray` (possibly symbolic), or None to leave
+    the call to the peer's own evaluation.
+    """
+    primitive = call_tf_primitive()
+    if primitive is None:
+        yield
+        return
+    _install_call_tf_abstract_eval_wrapper(primitive)
+    previous = getattr(_call_tf_resolver, "fn", None)
+    _call_tf_resolver.fn = resolver
+    try:
+        yield
+    finally:
+        _call_tf_resolver.fn = previous
+
+
+# Why: fitting a call_tf result dimension as an expression of the dimension variables needs the
+# variables a symbolic dimension uses and its value at given variable values; `jax.export` has
+# no public accessor for either (`jax.export.symbolic_shape` parses, `.scope` is public).
+def dimension_variables(dim) -> set[str]:
+    """The dimension variable names in a symbolic dimension (empty for an int)."""
+    return set() if isinstance(dim, int) else set(dim._get_vars())
+
+
+def evaluate_dimension(dim, env: dict[str, int]) -> int:
+    """The int value of a dimension at the variable values `env`."""
+    return dim if isinstance(dim, int) else int(dim._evaluate(env))
