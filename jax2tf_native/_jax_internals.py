@@ -107,7 +107,7 @@ def _install_call_tf_abstract_eval_wrapper(primitive) -> None:
 
     def abstract_eval(*avals, **params):
         resolver = getattr(_call_tf_resolver, "fn", None)
-        if resolver is not None and params.get("output_avals") is None:
+        if resolver is not None:
             resolved = resolver(avals, params)
             if resolved is not None:
                 params = dict(params, output_avals=resolved)
@@ -122,7 +122,8 @@ def resolving_call_tf_output_avals(resolver) -> Iterator[None]:
     """In this scope (this thread), call_tf results get `resolver(avals, params)`'s avals.
 
     `resolver` returns a tuple of `jax.core.ShapedArray` (possibly symbolic), or None to leave
-    the call to the peer's own evaluation.
+    the call to the peer's own evaluation. It also sees calls that declare `output_avals`
+    (call_tf's `output_shape_dtype`), and may restate them.
     """
     primitive = call_tf_primitive()
     if primitive is None:

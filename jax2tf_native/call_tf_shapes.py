@@ -36,6 +36,18 @@ def _describe(avals) -> str:
     return ", ".join(f"{a.dtype}[{', '.join(map(str, a.shape))}]" for a in avals)
 
 
+def _in_scope(avals, scope) -> tuple:
+    """Declared result shapes with their dimension variables read in the arguments' scope.
+
+    `output_shape_dtype` is written with `jax.export.symbolic_shape("b")`, a scope of its own;
+    "b" there means the converted function's "b".
+    """
+    def dim(d):
+        return d if isinstance(d, int) else jax.export.symbolic_shape(str(d), scope=scope)[0]
+
+    return tuple(jax.core.ShapedArray(tuple(map(dim, a.shape)), a.dtype) for a in avals)
+
+
 class OutputShapeResolver:
     """The resolver for `_jax_internals.resolving_call_tf_output_avals`.
 
@@ -50,12 +62,14 @@ class OutputShapeResolver:
         dims = [d for a in avals for d in a.shape if not isinstance(d, int)]
         if not dims:
             return None  # Static arguments: the peer's own evaluation applies.
+        scope = dims[0].scope
+        if params.get("output_avals") is not None:
+            return _in_scope(params["output_avals"], scope)
         function = params["function_flat_tf"]
         concrete = function.get_concrete_function(*params["args_flat_sig_tf"])
         if all(_fully_known(s) for s in concrete.output_shapes):
             return None
         names = sorted(set().union(*(_jax_internals.dimension_variables(d) for d in dims)))
-        scope = dims[0].scope
         base = {v: _STEP * (2 + i) for i, v in enumerate(names)}
         bumped = [dict(base, **{v: base[v] + _STEP}) for v in names]
         check = {v: base[v] + _STEP * (3 + 2 * i) for i, v in enumerate(names)}
@@ -107,4 +121,5 @@ class OutputShapeResolver:
             f"polymorphic shapes: its {where} has no symbolic shape: {why}. Expected a "
             f"dimension TF can infer from the argument shapes. Fix: declare it, "
             f"call_tf(f, output_shape_dtype=jax.ShapeDtypeStruct(shape, dtype)) with the "
-            f"symbolic dimensions from jax.export.symbolic_shape, or convert with static shapes.")
+            f"symbolic dimensions named as in polymorphic_shapes (jax.export.symbolic_shape(\"b\")), "
+            f"or convert with static shapes.")

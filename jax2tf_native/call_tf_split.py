@@ -184,6 +184,8 @@ class SplitFunction:
             needed_after[k] = (needed_after[k + 1] - defined) | (reads - defined)
         symbolic_inputs = [i for i in self._in_ids if _symbolic([program.avals[i]])]
         variables = _bare_variables([program.avals[i] for i in symbolic_inputs])
+        scope = next(d.scope for i in symbolic_inputs for d in program.avals[i].shape
+                     if not isinstance(d, int))
         stages = []
         for k, group in enumerate(groups):
             defined = {o for s in group for o in s.outs}
@@ -200,8 +202,8 @@ class SplitFunction:
                 # jax.export needs every dimension variable readable from an input shape.
                 ins += [i for i in symbolic_inputs if i not in ins]
             part = _segment_function(program, group, ins, outs, f"{name}_part{len(stages)}")
-            stages.append(_Stage(convert_part(part, [_spec_string(program.avals[i])
-                                                     for i in ins]), ins, outs, False))
+            shapes = [_spec_string(program.avals[i]) for i in ins]
+            stages.append(_Stage(convert_part(part, shapes, scope), ins, outs, False))
         return stages
 
     def __call__(self, leaves: Sequence) -> Any:
@@ -257,8 +259,9 @@ def split_at_polymorphic_call_tf(fun: Callable, treedef, specs: Sequence[LeafSpe
       treedef: the pytree definition of `(args, kwargs)`.
       specs: the flat arguments' specifications (symbolic shapes).
       constraints: the dimension-variable constraints, as given to `convert`.
-      convert_part: `(jax_function, polymorphic_shapes) -> TF function`, how each stretch of
-        JAX between TF calls is converted (`convert` with the caller's options).
+      convert_part: `(jax_function, polymorphic_shapes, scope) -> TF function`, how each
+        stretch of JAX between TF calls is converted (`convert` with the caller's options, the
+        dimension variables in `scope`, the scope of `specs`).
       with_gradient, gradient_leaves, gradient_outputs: as `convert`'s options, in flat form.
 
     Returns:

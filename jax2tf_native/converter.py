@@ -29,6 +29,9 @@ class _Options:
     gradient_outputs: tuple[int, ...] | None
     residual_policy: Callable | None
     export: exporting.ExportOptions
+    # The stretches of a function split at call_tf (call_tf_split) re-bind equations whose
+    # parameters hold the whole function's symbolic dimensions: they must share its scope.
+    scope: jax.export.SymbolicScope | None = None
 
 
 def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: Sequence[str] = (),
@@ -304,7 +307,7 @@ class _Converted:
     def _node(self, args: tuple, leaves: list, treedef) -> DifferentiableFunction:
         options = self._options
         n_positional = len(jax.tree_util.tree_leaves(args))
-        scope = poly_specs.make_scope(options.constraints)
+        scope = options.scope or poly_specs.make_scope(options.constraints)
         specs = poly_specs.leaf_specs(leaves, n_positional, options.polymorphic_shapes, args, scope)
         specs = [dataclasses.replace(s, dtype=jax.dtypes.canonicalize_dtype(s.dtype)) for s in specs]
         export_key = (treedef, tuple((s.path, tuple(map(str, s.shape)), s.dtype) for s in specs),
@@ -331,8 +334,10 @@ class _Converted:
 
         return self._by_export_signature.get_or_compute(export_key, build)
 
-    def _convert_part(self, fun: Callable, polymorphic_shapes: list) -> "_Converted":
+    def _convert_part(self, fun: Callable, polymorphic_shapes: list,
+                      scope: jax.export.SymbolicScope) -> "_Converted":
         """`convert(fun)` with these options, for one stretch of a split function."""
         options = dataclasses.replace(self._options, polymorphic_shapes=polymorphic_shapes,
-                                      gradient_argnums=None, gradient_outputs=None)
+                                      gradient_argnums=None, gradient_outputs=None,
+                                      scope=scope)
         return _Converted(fun, options, self._by_export_signature.maxsize)
