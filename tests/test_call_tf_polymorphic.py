@@ -251,3 +251,26 @@ def test_wrong_batch_between_arguments_is_our_error():
     f_tf = jax2tf_native.convert(f, polymorphic_shapes=["(b, 3)", "(b,)"])
     with pytest.raises(jax2tf_native.ArgumentShapeError, match="args\\[1\\]"):
         f_tf(_x(4), np.ones((5,), np.float32))
+
+
+def test_saved_model_tools_save_with_polymorphic_batch_and_parameter_gradients(tmp_path):
+    import saved_model_tools
+    scale = jax2tf.call_tf(lambda t: tf.math.tanh(t) + 1.0)
+
+    def model(params, x):
+        return jnp.sum(scale(x @ params["w"]) ** 2, axis=1)
+
+    params = {"w": np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)}
+    saved_model_tools.save(str(tmp_path / "m"), model, params, [_x(2)],
+                           polymorphic_shapes=["(b, 3)"])
+    restored = tf.saved_model.load(str(tmp_path / "m"))
+    serving = restored.signatures["serving_default"]
+    variable = restored.trainable_variables[0]
+    for n in BATCHES:
+        with tf.GradientTape() as tape:
+            y = list(serving(input_0=tf.constant(_x(n))).values())[0]
+            loss = tf.reduce_sum(y)
+        np.testing.assert_allclose(y.numpy(), model(params, _x(n)), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            tape.gradient(loss, variable).numpy(),
+            jax.grad(lambda p: jnp.sum(model(p, _x(n))))(params)["w"], rtol=1e-5, atol=1e-5)
