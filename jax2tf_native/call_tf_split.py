@@ -19,6 +19,7 @@ import dataclasses
 from typing import Any, Callable, Sequence
 
 import jax
+import numpy as np
 import tensorflow as tf
 from jax.extend import core as jex_core
 
@@ -164,7 +165,7 @@ class SplitFunction:
         self._in_ids, self._out_refs, self._out_tree = in_ids, out_refs, out_tree
         self._with_gradient, self._gradient_leaves = with_gradient, gradient_leaves
         self._cut_outputs = _cut_output_leaves(out_tree, gradient_outputs)
-        self._avals = program.avals
+        self._avals, self._consts = program.avals, program.consts
         self.stages = self._stages(program, name, convert_part)
 
     def _stages(self, program: _Program, name: str, convert_part: Callable) -> list[_Stage]:
@@ -183,7 +184,8 @@ class SplitFunction:
             defined = {o for s in groups[k] for o in s.outs}
             needed_after[k] = (needed_after[k + 1] - defined) | (reads - defined)
         symbolic_inputs = [i for i in self._in_ids if _symbolic([program.avals[i]])]
-        variables = _bare_variables([program.avals[i] for i in symbolic_inputs])
+        variables = set().union(*(_jax_internals.dimension_variables(d)
+                                  for i in symbolic_inputs for d in program.avals[i].shape))
         scope = next(d.scope for i in symbolic_inputs for d in program.avals[i].shape
                      if not isinstance(d, int))
         stages = []
@@ -217,7 +219,13 @@ class SplitFunction:
             values = [v if i in self._gradient_leaves else tf.stop_gradient(v)
                       for i, v in enumerate(values)]
         env = dict(zip(self._in_ids, values))
-        read = lambda a: tf.constant(a.val) if isinstance(a, jex_core.Literal) else env[a]
+
+        def read(a):
+            if isinstance(a, jex_core.Literal):
+                return tf.constant(a.val)
+            # A constant of the function read by a TF call or returned as a result.
+            return env[a] if a in env else tf.constant(np.asarray(self._consts[a]))
+
         for stage in self.stages:
             outs = stage.run(*[read(a) for a in stage.ins])
             if stage.is_tf:

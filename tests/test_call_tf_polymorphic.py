@@ -274,3 +274,16 @@ def test_saved_model_tools_save_with_polymorphic_batch_and_parameter_gradients(t
         np.testing.assert_allclose(
             tape.gradient(loss, variable).numpy(),
             jax.grad(lambda p: jnp.sum(model(p, _x(n))))(params)["w"], rtol=1e-5, atol=1e-5)
+
+
+def test_batch_written_as_an_expression_and_constants_around_the_call():
+    """The spec "(2*b, 3)" names no bare "b" (each stretch gets the original argument to read b
+    from); a constant is passed to the TF call and returned as a result."""
+    weights = np.arange(3, dtype=np.float32) - 1.0
+    f = lambda x: (jnp.sum(jax2tf.call_tf(lambda t, w: tf.concat([t, t * w], 0))(x, weights),
+                           axis=1) * 2.0, weights)
+    f_tf = jax2tf_native.convert(f, polymorphic_shapes=["(2*b, 3)"])
+    run = tf.function(f_tf, autograph=False, input_signature=SIG)
+    for n in (2, 6):
+        for got, want in zip(run(_x(n)), f(_x(n))):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
