@@ -149,3 +149,15 @@ def dimension_variables(dim) -> set[str]:
 def evaluate_dimension(dim, env: dict[str, int]) -> int:
     """The int value of a dimension at the variable values `env`."""
     return dim if isinstance(dim, int) else int(dim._evaluate(env))
+
+
+# Why: an error about one call_tf should name the TF function the user passed; the primitive's
+# parameters hold only jax2tf's flat wrapper (`callable_flat_tf`), which closes over it as
+# `callable_tf`.
+def call_tf_user_function(params: dict):
+    """The TF callable given to `call_tf` for a call_tf equation's params, None if not found."""
+    wrapper = params.get("callable_flat_tf")
+    names = getattr(getattr(wrapper, "__code__", None), "co_freevars", ())
+    if "callable_tf" not in names or wrapper.__closure__ is None:
+        return None
+    return wrapper.__closure__[names.index("callable_tf")].cell_contents

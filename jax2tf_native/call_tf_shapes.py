@@ -59,6 +59,8 @@ class OutputShapeResolver:
 
     def __call__(self, avals: Sequence, params: dict):
         self.calls += 1
+        user = _jax_internals.call_tf_user_function(params)
+        self._name = getattr(user, "__name__", None) or type(user).__name__
         dims = [d for a in avals for d in a.shape if not isinstance(d, int)]
         if not dims:
             return None  # Static arguments: the peer's own evaluation applies.
@@ -117,9 +119,10 @@ class OutputShapeResolver:
     def _fail(self, avals, k: int, j: int | None, why: str):
         where = f"result {k}" + ("" if j is None else f", dimension {j}")
         raise CallTfShapeError(
-            f"call_tf #{self.calls} (in call order) with arguments {_describe(avals)} under "
-            f"polymorphic shapes: its {where} has no symbolic shape: {why}. Expected a "
-            f"dimension TF can infer from the argument shapes. Fix: declare it, "
-            f"call_tf(f, output_shape_dtype=jax.ShapeDtypeStruct(shape, dtype)) with the "
-            f"symbolic dimensions named as in polymorphic_shapes (jax.export.symbolic_shape(\"b\")), "
+            f"call_tf({self._name}), call #{self.calls} in order, with arguments "
+            f"{_describe(avals)} under polymorphic shapes: its {where} has no symbolic shape: "
+            f"{why}. Expected a dimension TF can infer from the argument shapes. Fix: declare "
+            f"it, call_tf(f, output_shape_dtype=jax.ShapeDtypeStruct(shape, dtype)) with the "
+            f"symbolic dimensions named as in polymorphic_shapes (jax.export.symbolic_shape"
+            f"(\"b\")), "
             f"or convert with static shapes.")

@@ -4,14 +4,15 @@ A module cannot hold a TF function whose result shape is symbolic (TF 2.21: the 
 needs static shapes, the `call_tf_graph=True` custom call is rejected by XlaCallModule's shape
 refinement). So, when a converted function calls `call_tf` with symbolic shapes, it is traced
 to a jaxpr (the results get the shapes TF infers, `call_tf_shapes`), the calls are found at its
-top level (through `jax.jit` and `call_tf`'s own `custom_vjp`, which are inlined), and each
+top level (through `jax.jit`, `jax.checkpoint` and `call_tf`'s own `custom_vjp`, which are
+inlined), and each
 stretch of JAX between them is converted on its own (one XlaCallModule op each, with the normal
 gradients), while the TF function runs as ordinary TF ops on the tensors in between. TF chains
 the pieces: values and gradients (TF's own for the TF function, as `call_tf` uses) flow as in
 one function, eagerly, in `tf.function` with a `None` batch and in SavedModels.
 
 A symbolic `call_tf` inside `lax.scan`, `lax.cond`, `lax.while_loop` or a user `custom_vjp` /
-`custom_jvp` cannot be split out: `CallTfShapeError` says so and the fix.
+`custom_jvp` cannot be split out (`jax.checkpoint` is inlined, losing only its remat): `CallTfShapeError` says so and the fix.
 """
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ from jax2tf_native.call_tf_shapes import OutputShapeResolver
 from jax2tf_native.errors import CallTfShapeError
 from jax2tf_native.poly_specs import LeafSpec
 
-_CALLS = ("jit", "pjit", "closed_call", "core_call")
+# Calls inlined when they hold a symbolic call_tf. jax.checkpoint's ("remat2") too: the values
+# and gradients are the same, only its rematerialization is lost around the TF call.
+_CALLS = ("jit", "pjit", "closed_call", "core_call", "remat2", "checkpoint")
 
 _PREVENT_GRADIENT = ("The function was converted by jax2tf_native with with_gradient=False, so "
                      "it has no gradient. Fix: convert with with_gradient=True (the default).")
@@ -103,7 +106,7 @@ class _Program:
             return inner  # call_tf's own custom_vjp: its backward is TF's gradient, as here.
         what = ("a custom_vjp/custom_jvp of your own (its rule would be lost)"
                 if name.startswith("custom_") else f"`{name}` (lax.scan, lax.cond, "
-                f"lax.while_loop, jax.checkpoint, ...)")
+                f"lax.while_loop, ...)")
         raise CallTfShapeError(
             f"A call_tf with polymorphic shapes sits inside {what}; jax2tf_native can split a "
             f"converted function only at call_tf calls outside control flow (each TF call runs "

@@ -103,6 +103,12 @@ def test_call_tf_inside_jax_jit_is_inlined_and_split():
     _assert_matches_jax(f, ["(b, 3)"], SIG, lambda n: (_x(n),))
 
 
+def test_call_tf_inside_jax_checkpoint_is_inlined_and_split():
+    tf_part = jax2tf.call_tf(lambda t: tf.math.cos(t) * t)
+    f = jax.checkpoint(lambda x: jnp.sin(tf_part(jnp.tanh(x))) * x)
+    _assert_matches_jax(f, ["(b, 3)"], SIG, lambda n: (_x(n),))
+
+
 def test_pytree_arguments_and_results_keyword_argument():
     def f(inputs, *, scale):
         y = jax2tf.call_tf(lambda t: tf.math.softplus(t))(inputs["a"])
@@ -208,18 +214,29 @@ def test_plain_path_is_kept_when_no_call_tf_is_polymorphic():
     np.testing.assert_allclose(got.numpy(), f(w, _x(4)), rtol=1e-5)
 
 
-@pytest.mark.parametrize("where, primitive", [("scan", "scan"), ("cond", "cond"),
-                                              ("while_loop", "while")])
-def test_polymorphic_call_tf_in_control_flow_is_refused_clearly(where, primitive):
+def _own_custom_vjp(tf_part):
+    @jax.custom_vjp
+    def f(x):
+        return tf_part(x) * 2.0
+
+    f.defvjp(lambda x: (f(x), x), lambda x, ct: (ct * 2.0,))
+    return f
+
+
+@pytest.mark.parametrize("where, inside", [
+    ("scan", "`scan`"), ("cond", "`cond`"), ("while_loop", "`while`"),
+    ("custom_vjp", "a custom_vjp/custom_jvp of your own")])
+def test_polymorphic_call_tf_in_control_flow_is_refused_clearly(where, inside):
     tf_part = jax2tf.call_tf(tf.math.cos)
     bodies = {
         "scan": lambda x: lax.scan(lambda c, _: (tf_part(c), None), x, None, length=2)[0],
         "cond": lambda x: lax.cond(x[0, 0] > 0, tf_part, jnp.sin, x),
         "while_loop": lambda x: lax.while_loop(lambda c: c[0, 0] < 5.0,
                                                lambda c: tf_part(c) + 1.0, x),
+        "custom_vjp": _own_custom_vjp(tf_part),
     }
     f_tf = jax2tf_native.convert(bodies[where], polymorphic_shapes=["(b, 3)"])
-    with pytest.raises(CallTfShapeError, match=f"inside `{primitive}`.*Fix: move the call_tf"):
+    with pytest.raises(CallTfShapeError, match=f"inside {inside}.*Fix: move the call_tf"):
         f_tf(_x(4))
 
 
@@ -241,7 +258,8 @@ def test_result_shape_tf_cannot_say_is_refused_with_the_fix(tf_fun, why):
     f = lambda x: jnp.sum(jax2tf.call_tf(tf_fun)(x))
     f_tf = jax2tf_native.convert(f, polymorphic_shapes=["(b, 3)"])
     with pytest.raises(CallTfShapeError,
-                       match=f"call_tf #1 .*float32\\[b, 3\\].*result 0, dimension 0.*{why}"
+                       match=f"call_tf\\(<lambda>\\), call #1 .*float32\\[b, 3\\]"
+                             f".*result 0, dimension 0.*{why}"
                              f".*Fix: declare it, call_tf\\(f, output_shape_dtype="):
         f_tf(_x(4))
 

@@ -148,6 +148,7 @@ def test_call_tf_abstract_eval_resolver_sets_the_results_shapes():
             "output_avals"} <= set(seen[0])
     call = jaxpr.jaxpr.eqns[0].params["call_jaxpr"].jaxpr.eqns[0]  # inside call_tf's custom_vjp
     assert call.primitive is primitive and callable(call.params["callable_flat_tf"])
+    assert _jax_internals.call_tf_user_function(call.params) is tf.math.cos
     try:  # Outside the scope the peer's own evaluation is back.
         jax.make_jaxpr(f)(x)
     except ValueError as e:
