@@ -257,6 +257,7 @@ def test_static_call_tf_inside_control_flow_still_runs():
 def test_result_shape_tf_cannot_say_is_refused_with_the_fix(tf_fun, why):
     f = lambda x: jnp.sum(jax2tf.call_tf(tf_fun)(x))
     f_tf = jax2tf_native.convert(f, polymorphic_shapes=["(b, 3)"])
+    assert jax2tf_native.CallTfShapeError is CallTfShapeError
     with pytest.raises(CallTfShapeError,
                        match=f"call_tf\\(<lambda>\\), call #1 .*float32\\[b, 3\\]"
                              f".*result 0, dimension 0.*{why}"
