@@ -306,3 +306,25 @@ def test_batch_written_as_an_expression_and_constants_around_the_call():
     for n in (2, 6):
         for got, want in zip(run(_x(n)), f(_x(n))):
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_reloaded_tf_saved_model_with_none_batch_called_from_a_polymorphic_conversion(tmp_path):
+    """A TF SavedModel (pre-processing saved with a None batch), reloaded and called with
+    call_tf: TF infers its result shape at concrete shapes through the restored function."""
+    module = tf.Module()
+    module.f = tf.function(lambda t: tf.math.cos(t) * 2.0 + tf.reduce_mean(t, axis=1,
+                                                                           keepdims=True),
+                           input_signature=SIG)
+    tf.saved_model.save(module, str(tmp_path))
+    restored = tf.saved_model.load(str(tmp_path))
+    reference = lambda x: jnp.cos(x) * 2.0 + jnp.mean(x, axis=1, keepdims=True)
+    f = lambda x: jnp.sin(jax2tf.call_tf(restored.f)(x)) * x
+    f_tf = jax2tf_native.convert(f, polymorphic_shapes=["(b, 3)"])
+    run = tf.function(lambda x: _value_and_grad_tf(f_tf, x), autograph=False,
+                      input_signature=SIG)
+    loss = lambda x: jnp.sum(jnp.sin(jnp.sin(reference(x)) * x))
+    for n in BATCHES:
+        y, (g,) = run(_x(n))
+        np.testing.assert_allclose(y.numpy(), jnp.sin(reference(_x(n))) * _x(n), rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(g.numpy(), jax.grad(loss)(_x(n)), rtol=1e-5, atol=1e-6)
