@@ -156,8 +156,20 @@ def evaluate_dimension(dim, env: dict[str, int]) -> int:
 # `callable_tf`.
 def call_tf_user_function(params: dict):
     """The TF callable given to `call_tf` for a call_tf equation's params, None if not found."""
+    return _call_tf_closure(params, "callable_tf")
+
+
+# Why: as above; the pytree of the call's arguments (`args_treedef`, which jax2tf's wrapper
+# unflattens the flat TF arguments with) is likewise only in the wrapper's closure. Used to
+# call a jax2tf_native-converted TF function's JAX function on the call's arguments.
+def call_tf_args_treedef(params: dict):
+    """The pytree definition of the arguments of a call_tf equation, None if not found."""
+    return _call_tf_closure(params, "args_treedef")
+
+
+def _call_tf_closure(params: dict, name: str):
     wrapper = params.get("callable_flat_tf")
     names = getattr(getattr(wrapper, "__code__", None), "co_freevars", ())
-    if "callable_tf" not in names or wrapper.__closure__ is None:
+    if name not in names or wrapper.__closure__ is None:
         return None
-    return wrapper.__closure__[names.index("callable_tf")].cell_contents
+    return wrapper.__closure__[names.index(name)].cell_contents

@@ -48,6 +48,19 @@ def _in_scope(avals, scope) -> tuple:
     return tuple(jax.core.ShapedArray(tuple(map(dim, a.shape)), a.dtype) for a in avals)
 
 
+def _converted_function_avals(params: dict, avals) -> tuple | None:
+    """For a call_tf of a jax2tf_native-converted function (TF -> JAX -> TF -> JAX), its JAX
+    function's result shapes at the symbolic arguments: its XlaCallModule op reports a None
+    batch to TF's shape inference even at concrete shapes, JAX knows the expressions."""
+    jax_function = getattr(_jax_internals.call_tf_user_function(params), "jax_function", None)
+    treedef = _jax_internals.call_tf_args_treedef(params)
+    if not callable(jax_function) or treedef is None:
+        return None
+    structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+    out = jax.eval_shape(lambda *flat: jax_function(*treedef.unflatten(flat)), *structs)
+    return tuple(jax.core.ShapedArray(o.shape, o.dtype) for o in jax.tree_util.tree_leaves(out))
+
+
 class OutputShapeResolver:
     """The resolver for `_jax_internals.resolving_call_tf_output_avals`.
 
@@ -71,6 +84,9 @@ class OutputShapeResolver:
         concrete = function.get_concrete_function(*params["args_flat_sig_tf"])
         if all(_fully_known(s) for s in concrete.output_shapes):
             return None
+        from_jax = _converted_function_avals(params, avals)
+        if from_jax is not None:
+            return from_jax
         names = sorted(set().union(*(_jax_internals.dimension_variables(d) for d in dims)))
         base = {v: _STEP * (2 + i) for i, v in enumerate(names)}
         bumped = [dict(base, **{v: base[v] + _STEP}) for v in names]
@@ -112,8 +128,9 @@ class OutputShapeResolver:
                 j = next((j for j, d in enumerate(shape.as_list() or []) if d is None), None)
                 self._fail(avals, k, j, f"TF's shape inference gives {shape} even at the "
                            f"concrete argument shapes {[s.shape.as_list() for s in specs]} "
-                           f"(the shape depends on the values, e.g. tf.unique or a boolean "
-                           f"mask)")
+                           f"(the shape depends on values, e.g. tf.unique or a boolean mask, "
+                           f"or passes an op that reports none, e.g. the XlaCallModule of a "
+                           f"converted function in a reloaded SavedModel)")
         return [s.as_list() for s in concrete.output_shapes]
 
     def _fail(self, avals, k: int, j: int | None, why: str):

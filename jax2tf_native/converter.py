@@ -272,6 +272,11 @@ class _Converted:
         self.__dict__.pop("__wrapped__", None)
 
     @property
+    def jax_function(self) -> Callable:
+        """The JAX function converted (call_tf_shapes infers a call_tf of it from JAX)."""
+        return self._fun
+
+    @property
     def cache_info(self) -> dict:
         """Hits, misses and sizes of the eager export caches (for tests and tuning)."""
         calls, exports = self._by_call_signature, self._by_export_signature

@@ -149,6 +149,8 @@ def test_call_tf_abstract_eval_resolver_sets_the_results_shapes():
     call = jaxpr.jaxpr.eqns[0].params["call_jaxpr"].jaxpr.eqns[0]  # inside call_tf's custom_vjp
     assert call.primitive is primitive and callable(call.params["callable_flat_tf"])
     assert _jax_internals.call_tf_user_function(call.params) is tf.math.cos
+    treedef = _jax_internals.call_tf_args_treedef(call.params)
+    assert treedef == jax.tree_util.tree_structure((0,))  # the call's (x,)
     try:  # Outside the scope the peer's own evaluation is back.
         jax.make_jaxpr(f)(x)
     except ValueError as e:
