@@ -12,7 +12,8 @@ the pieces: values and gradients (TF's own for the TF function, as `call_tf` use
 one function, eagerly, in `tf.function` with a `None` batch and in SavedModels.
 
 A symbolic `call_tf` inside `lax.scan`, `lax.cond`, `lax.while_loop` or a user `custom_vjp` /
-`custom_jvp` cannot be split out (`jax.checkpoint` is inlined, losing only its remat): `CallTfShapeError` says so and the fix.
+`custom_jvp` cannot be split out: `CallTfShapeError` says so and the fix. (`jax.checkpoint`
+around one is inlined, losing only its rematerialization.)
 """
 from __future__ import annotations
 
