@@ -5,9 +5,9 @@ needs static shapes, the `call_tf_graph=True` custom call is rejected by XlaCall
 refinement). So, when a converted function calls `call_tf` with symbolic shapes, it is traced
 to a jaxpr (the results get the shapes TF infers, `call_tf_shapes`), the calls are found at its
 top level (through `jax.jit`, `jax.checkpoint` and `call_tf`'s own `custom_vjp`, which are
-inlined), and each
-stretch of JAX between them is converted on its own (one XlaCallModule op each, with the normal
-gradients), while the TF function runs as ordinary TF ops on the tensors in between. TF chains
+inlined), and each stretch of JAX between them is converted on its own (one XlaCallModule op
+each, with the normal gradients), while the TF function runs as ordinary TF ops on the tensors
+in between. TF chains
 the pieces: values and gradients (TF's own for the TF function, as `call_tf` uses) flow as in
 one function, eagerly, in `tf.function` with a `None` batch and in SavedModels.
 
