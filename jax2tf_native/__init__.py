@@ -16,7 +16,7 @@ JAX):
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
                           ExportedModuleError, JaxTransformationError, CustomCallNotAllowedError,
                           GradientCheckError, GradientSpecError, NonPortableLinalgError,
-                          ModuleNotRunnableHereError.
+                          ModuleNotRunnableHereError, CallTfShapeError.
 """
 import importlib
 
@@ -40,6 +40,7 @@ _EXPORTS = {
     "PolymorphicShapeError": "jax2tf_native.errors",
     "NonPortableLinalgError": "jax2tf_native.linalg_portable",
     "JaxTransformationError": "jax2tf_native.errors",
+    "CallTfShapeError": "jax2tf_native.errors",
     # jax2tf's public names that a drop-in keeps (docs/compat.md): the same objects, so code
     # written for `from jax.experimental import jax2tf` works with `import jax2tf_native as
     # jax2tf`. call_tf's modules run under convert (inlined or call_tf_graph=True).

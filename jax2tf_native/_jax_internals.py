@@ -5,6 +5,7 @@ moves or changes it.
 """
 import contextlib
 import sys
+import threading
 from typing import Iterator
 
 import jax
@@ -89,3 +90,98 @@ def exported_with_module(exported, serialized: bytes, transform_vjp):
     get_vjp = exported._get_vjp
     new_get_vjp = None if get_vjp is None else (lambda e: transform_vjp(get_vjp(e)))
     return dataclasses.replace(exported, mlir_module_serialized=serialized, _get_vjp=new_get_vjp)
+
+
+# Why: a `call_tf` whose TF function has a dynamic output shape (a polymorphic batch) is refused
+# by the peer's abstract evaluation ("call_tf cannot call functions whose output has dynamic
+# shape"), before any public hook runs. To split a converted function at such calls
+# (jax2tf_native.call_tf_split), tracing must give those results symbolic shapes that TF's own
+# shape inference implies. The primitive lives in the module `jax.experimental.jax2tf.call_tf`
+# (the package attribute of that name is the function); its abstract evaluation is the
+# `abstract_eval` attribute JAX's `Primitive.def_effectful_abstract_eval` sets. We install, once,
+# a wrapper that asks a thread-local resolver first and otherwise calls the peer's own
+# evaluation unchanged; the resolver's answer is passed as the peer's `output_avals` keyword
+# (what `call_tf(..., output_shape_dtype=...)` passes), so the effects stay the peer's.
+CALL_TF_PRIMITIVE_MODULE = "jax.experimental.jax2tf.call_tf"
+_call_tf_resolver = threading.local()
+
+
+def call_tf_primitive():
+    """jax2tf's `call_tf` primitive, or None when jax2tf was never imported (no call_tf then)."""
+    module = sys.modules.get(CALL_TF_PRIMITIVE_MODULE)
+    return None if module is None else module.call_tf_p
+
+
+def _install_call_tf_abstract_eval_wrapper(primitive) -> None:
+    peer_eval = primitive.abstract_eval
+    if getattr(peer_eval, "_jax2tf_native_wrapper", False):
+        return
+
+    def abstract_eval(*avals, **params):
+        resolver = getattr(_call_tf_resolver, "fn", None)
+        if resolver is not None:
+            resolved = resolver(avals, params)
+            if resolved is not None:
+                params = dict(params, output_avals=resolved)
+        return peer_eval(*avals, **params)
+
+    abstract_eval._jax2tf_native_wrapper = True
+    primitive.abstract_eval = abstract_eval
+
+
+@contextlib.contextmanager
+def resolving_call_tf_output_avals(resolver) -> Iterator[None]:
+    """In this scope (this thread), call_tf results get `resolver(avals, params)`'s avals.
+
+    `resolver` returns a tuple of `jax.core.ShapedArray` (possibly symbolic), or None to leave
+    the call to the peer's own evaluation. It also sees calls that declare `output_avals`
+    (call_tf's `output_shape_dtype`), and may restate them.
+    """
+    primitive = call_tf_primitive()
+    if primitive is None:
+        yield
+        return
+    _install_call_tf_abstract_eval_wrapper(primitive)
+    previous = getattr(_call_tf_resolver, "fn", None)
+    _call_tf_resolver.fn = resolver
+    try:
+        yield
+    finally:
+        _call_tf_resolver.fn = previous
+
+
+# Why: fitting a call_tf result dimension as an expression of the dimension variables needs the
+# variables a symbolic dimension uses and its value at given variable values; `jax.export` has
+# no public accessor for either (`jax.export.symbolic_shape` parses, `.scope` is public).
+def dimension_variables(dim) -> set[str]:
+    """The dimension variable names in a symbolic dimension (empty for an int)."""
+    return set() if isinstance(dim, int) else set(dim._get_vars())
+
+
+def evaluate_dimension(dim, env: dict[str, int]) -> int:
+    """The int value of a dimension at the variable values `env`."""
+    return dim if isinstance(dim, int) else int(dim._evaluate(env))
+
+
+# Why: an error about one call_tf should name the TF function the user passed; the primitive's
+# parameters hold only jax2tf's flat wrapper (`callable_flat_tf`), which closes over it as
+# `callable_tf`.
+def call_tf_user_function(params: dict):
+    """The TF callable given to `call_tf` for a call_tf equation's params, None if not found."""
+    return _call_tf_closure(params, "callable_tf")
+
+
+# Why: as above; the pytree of the call's arguments (`args_treedef`, which jax2tf's wrapper
+# unflattens the flat TF arguments with) is likewise only in the wrapper's closure. Used to
+# call a jax2tf_native-converted TF function's JAX function on the call's arguments.
+def call_tf_args_treedef(params: dict):
+    """The pytree definition of the arguments of a call_tf equation, None if not found."""
+    return _call_tf_closure(params, "args_treedef")
+
+
+def _call_tf_closure(params: dict, name: str):
+    wrapper = params.get("callable_flat_tf")
+    names = getattr(getattr(wrapper, "__code__", None), "co_freevars", ())
+    if name not in names or wrapper.__closure__ is None:
+        return None
+    return wrapper.__closure__[names.index(name)].cell_contents

@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 import jax
 import tensorflow as tf
 
-from jax2tf_native import (differentiable, errors, export_cache, exporting, gradients,
-                           poly_specs, shardings, tf_args, tf_runner, vjp_functions)
+from jax2tf_native import (call_tf_split, differentiable, errors, export_cache, exporting,
+                           gradients, poly_specs, shardings, tf_args, tf_runner, vjp_functions)
 from jax2tf_native.differentiable import DifferentiableFunction
 from tf_ops import platforms as tf_platforms
 from tf_ops import tf_targets
@@ -29,6 +29,9 @@ class _Options:
     gradient_outputs: tuple[int, ...] | None
     residual_policy: Callable | None
     export: exporting.ExportOptions
+    # The stretches of a function split at call_tf (call_tf_split) re-bind equations whose
+    # parameters hold the whole function's symbolic dimensions: they must share its scope.
+    scope: jax.export.SymbolicScope | None = None
 
 
 def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: Sequence[str] = (),
@@ -269,6 +272,11 @@ class _Converted:
         self.__dict__.pop("__wrapped__", None)
 
     @property
+    def jax_function(self) -> Callable:
+        """The JAX function converted (call_tf_shapes infers a call_tf of it from JAX)."""
+        return self._fun
+
+    @property
     def cache_info(self) -> dict:
         """Hits, misses and sizes of the eager export caches (for tests and tuning)."""
         calls, exports = self._by_call_signature, self._by_export_signature
@@ -285,6 +293,8 @@ class _Converted:
         node = self._by_call_signature.get(key) if eager else None
         if node is None:
             node = self._node(args, leaves, treedef)
+            if isinstance(node, call_tf_split.SplitFunction):
+                return node(leaves)  # call_tf with symbolic shapes: see call_tf_split.
             values, asserts = tf_runner.check_args(node.specs, leaves, node.constraints)
             if eager and all(l.dtype == s.dtype for l, s in zip(leaves, node.specs)):
                 # Only cast-free signatures may skip the checks on later calls.
@@ -302,13 +312,19 @@ class _Converted:
     def _node(self, args: tuple, leaves: list, treedef) -> DifferentiableFunction:
         options = self._options
         n_positional = len(jax.tree_util.tree_leaves(args))
-        scope = poly_specs.make_scope(options.constraints)
+        scope = options.scope or poly_specs.make_scope(options.constraints)
         specs = poly_specs.leaf_specs(leaves, n_positional, options.polymorphic_shapes, args, scope)
         specs = [dataclasses.replace(s, dtype=jax.dtypes.canonicalize_dtype(s.dtype)) for s in specs]
         export_key = (treedef, tuple((s.path, tuple(map(str, s.shape)), s.dtype) for s in specs),
                       export_cache.jax_config_key())
 
-        def build() -> DifferentiableFunction:
+        def build() -> DifferentiableFunction | call_tf_split.SplitFunction:
+            split = call_tf_split.split_at_polymorphic_call_tf(
+                self._fun, treedef, specs, options.constraints, self._convert_part,
+                with_gradient=options.with_gradient, gradient_outputs=options.gradient_outputs,
+                gradient_leaves=_gradient_leaves(options.gradient_argnums, args, specs))
+            if split is not None:
+                return split
             name = getattr(self._fun, "__name__", "fun")
             declared = shardings.declared(self._fun, treedef, [s.struct for s in specs])
             flat = vjp_functions.flatten_user_function(
@@ -322,3 +338,11 @@ class _Converted:
                                           shardings=declared)
 
         return self._by_export_signature.get_or_compute(export_key, build)
+
+    def _convert_part(self, fun: Callable, polymorphic_shapes: list,
+                      scope: jax.export.SymbolicScope) -> "_Converted":
+        """`convert(fun)` with these options, for one stretch of a split function."""
+        options = dataclasses.replace(self._options, polymorphic_shapes=polymorphic_shapes,
+                                      gradient_argnums=None, gradient_outputs=None,
+                                      scope=scope)
+        return _Converted(fun, options, self._by_export_signature.maxsize)

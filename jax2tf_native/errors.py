@@ -24,6 +24,11 @@ class JaxTransformationError(TypeError):
     `jax.grad` or inside a function being converted. It takes TF values, not JAX ones."""
 
 
+class CallTfShapeError(PolymorphicShapeError):
+    """A `call_tf` under polymorphic shapes has a result whose shape TF cannot infer from the
+    argument shapes (jax2tf_native.call_tf_shapes), or sits where the call cannot be split."""
+
+
 class ExportedModuleError(ValueError):
     """An exported module (or its serialized bytes) cannot be run by the installed TensorFlow."""
 

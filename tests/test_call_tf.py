@@ -134,15 +134,6 @@ def test_serialized_module_with_call_tf_graph_is_refused_clearly():
         jax2tf_native.call_exported(graph_exported)(X)
 
 
-def test_polymorphic_call_tf_fails_as_clearly_as_the_peer():
-    """TF cannot say a symbolic output shape to call_tf; the peer's own message explains."""
-    f_jax = lambda x: jnp.sin(jax2tf.call_tf(lambda t: tf.math.cos(t))(x))
-    f_tf = jax2tf_native.convert(f_jax, polymorphic_shapes=["(b, 3)"])
-    with pytest.raises(ValueError, match="output has dynamic shape.*output_shape_dtype"):
-        tf.function(f_tf, autograph=False,
-                    input_signature=[tf.TensorSpec([None, 3], tf.float32)])(X)
-
-
 def test_saved_model_reloaded_into_jax_and_converted_again(tmp_path):
     """JAX -> SavedModel (ours) -> reloaded and called from JAX with call_tf -> converted to TF
     again: values and gradients equal the original JAX function's at every step."""

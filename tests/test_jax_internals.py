@@ -132,3 +132,52 @@ def test_exported_with_module_keeps_fields_and_transforms_the_vjp():
     assert new.has_vjp() and new.vjp() is seen[0], (
         "Exported.vjp() no longer calls the `_get_vjp` field: update "
         "_jax_internals.exported_with_module")
+
+
+def test_call_tf_abstract_eval_resolver_sets_the_results_shapes():
+    """call_tf's primitive sits in jax.experimental.jax2tf.call_tf, its abstract evaluation is
+    the `abstract_eval` attribute, takes `output_avals` (what output_shape_dtype passes), and
+    refuses dynamic result shapes by itself; the resolver scope changes only that."""
+    import tensorflow as tf
+    from jax.experimental import jax2tf
+
+    primitive = _jax_internals.call_tf_primitive()
+    assert isinstance(primitive, jax.extend.core.Primitive) and primitive.name == "call_tf"
+    b, = jax.export.symbolic_shape("b")
+    x = jax.ShapeDtypeStruct((b, 3), np.float32)
+    f = lambda x: jax2tf.call_tf(tf.math.cos)(x)
+    try:
+        jax.make_jaxpr(f)(x)
+    except ValueError as e:
+        assert "output has dynamic shape" in str(e)
+    else:
+        raise AssertionError("the peer's call_tf now gives dynamic result shapes: revisit "
+                             "_jax_internals.resolving_call_tf_output_avals and call_tf_split")
+    seen = []
+
+    def resolver(avals, params):
+        seen.append(sorted(params))
+        return (jax.core.ShapedArray((avals[0].shape[0], 3), np.float32),)
+
+    with _jax_internals.resolving_call_tf_output_avals(resolver):
+        jaxpr = jax.make_jaxpr(f)(x)
+    assert str(jaxpr.out_avals[0].shape) == "(b, 3)"
+    assert {"function_flat_tf", "callable_flat_tf", "args_flat_sig_tf",
+            "output_avals"} <= set(seen[0])
+    call = jaxpr.jaxpr.eqns[0].params["call_jaxpr"].jaxpr.eqns[0]  # inside call_tf's custom_vjp
+    assert call.primitive is primitive and callable(call.params["callable_flat_tf"])
+    assert _jax_internals.call_tf_user_function(call.params) is tf.math.cos
+    treedef = _jax_internals.call_tf_args_treedef(call.params)
+    assert treedef == jax.tree_util.tree_structure((0,))  # the call's (x,)
+    try:  # Outside the scope the peer's own evaluation is back.
+        jax.make_jaxpr(f)(x)
+    except ValueError as e:
+        assert "output has dynamic shape" in str(e)
+
+
+def test_dimension_variables_and_evaluation():
+    a, b = jax.export.symbolic_shape("a, b")
+    assert _jax_internals.dimension_variables(2 * a + b + 1) == {"a", "b"}
+    assert _jax_internals.dimension_variables(3) == set()
+    assert _jax_internals.evaluate_dimension(2 * a + b + 1, {"a": 5, "b": 7}) == 18
+    assert _jax_internals.evaluate_dimension(4, {}) == 4
