@@ -67,16 +67,27 @@ def candidates_for(model: str, batch: int) -> dict:
     return candidates
 
 
-def run(rounds: int = 30) -> dict:
-    """Measures every workload; returns a `rows.section`."""
+def run(rounds: int = 30, jit_only: bool = False) -> dict:
+    """Measures every workload; returns a `rows.section`.
+
+    `jit_only`: only `jax.jit` and the `jit_compile` candidates (the focused check of "with
+    jit_compile, default <= 1.02x jax2tf": fewer candidates, so more rounds in the same time).
+    """
     out, calls = [], {}
+    settings = (((" jit_compile", "tf.function jit_compile"),) if jit_only else
+                (("", "tf.function"), (" jit_compile", "tf.function jit_compile")))
     for model, batch in WORKLOADS:
         name = f"{model} b{batch}"
         candidates = candidates_for(model, batch)
+        if jit_only:
+            candidates = {k: v for k, v in candidates.items()
+                          if k == "jax.jit" or k.endswith(" jit_compile")}
         calls[name] = calibrate.calls_per_round(candidates)
+        # settle=1: the first call after another candidate's block (thread pool woken, weights
+        # back in cache) is not part of a steady-state forward call (benchmarks/harness.py).
         stats = {k: rows.from_harness(v) for k, v in harness.interleaved(
-            candidates, rounds=rounds, calls_per_round=calls[name]).items()}
-        for suffix, setting in (("", "tf.function"), (" jit_compile", "tf.function jit_compile")):
+            candidates, rounds=rounds, calls_per_round=calls[name], settle=1).items()}
+        for suffix, setting in settings:
             for label, (_, row_label) in OURS_VARIANTS.items():
                 out.append(rows.row(
                     name, setting, jax=stats["jax.jit"], jax_label="jax.jit",
@@ -87,7 +98,8 @@ def run(rounds: int = 30) -> dict:
         "numpy (JAX: block_until_ready). `ours (default)`: convert's default options (no tape "
         "records, so the forward op is the plain module and nothing else is exported); "
         "`ours (with_gradient=False)`: no gradient possible. Each round times a block of "
-        "consecutive calls per candidate (benchmarks/calibrate.py). Targets: ours/JAX <= 1.05 "
+        "consecutive calls per candidate (benchmarks/calibrate.py), after one untimed call, in an "
+        "order that changes every round. Targets: ours/JAX <= 1.05 "
         "at batch 256; default <= 1.05x with_gradient=False; with jit_compile, default <= 1.02x jax2tf.")
     return rows.section("forward", "Forward pass", description, out,
                         {"rounds": rounds, "calls_per_round": calls})
@@ -96,9 +108,24 @@ def run(rounds: int = 30) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--jit-only", action="store_true",
+                        help="only jax.jit and the jit_compile candidates")
+    parser.add_argument("--write", metavar="NAME",
+                        help="also write results/NAME.json and .md (with the target checks)")
     args = parser.parse_args()
-    from benchmarks import report
-    print(report.section_markdown(run(args.rounds)))
+    from benchmarks import report, targets
+    load = os.getloadavg()
+    section = run(args.rounds, jit_only=args.jit_only)
+    checks = targets.evaluate([section])
+    text = (f"`python -m benchmarks.forward --rounds {args.rounds}"
+            f"{' --jit-only' if args.jit_only else ''}`; load average at the start "
+            f"{load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} on {os.cpu_count()} CPUs.\n\n"
+            + report.targets_markdown(checks) + "\n" + report.section_markdown(section))
+    print(text)
+    if args.write:
+        harness.write_results(args.write, {"environment": harness.environment(),
+                                           "load_average": load, "section": section,
+                                           "targets": checks}, text)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,18 @@ def fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def fmt_paired(stats: dict | None) -> str:
+    """A per-round ratio "median (p10-p90)", or "-".
+
+    Example:
+        >>> fmt_paired({"median": 1.01, "p10": 0.97, "p90": 1.05, "n": 30})
+        '1.01 (0.97–1.05)'
+    """
+    if stats is None:
+        return "-"
+    return f"{stats['median']:.2f} ({stats['p10']:.2f}–{stats['p90']:.2f})"
+
+
 MARKS = "¹²³⁴⁵⁶⁷⁸⁹"
 
 
@@ -50,15 +62,16 @@ def section_markdown(section: dict) -> str:
     mark = lambda note: f" {MARKS[notes.index(note)]}" if note else ""
     lines = [f"## {section['title']}", "", section["description"], "",
              "| workload | setting | ours | JAX | jax2tf | ours | "
-             + " | ".join(title for _, title in RATIO_COLUMNS) + " |",
-             "|---|---|---|---|---|---|" + "---:|" * len(RATIO_COLUMNS)]
+             + " | ".join(title for _, title in RATIO_COLUMNS) + " | ours/jax2tf per round |",
+             "|---|---|---|---|---|---|" + "---:|" * (len(RATIO_COLUMNS) + 1)]
     for row in section["rows"]:
         unit = row["unit"]
         lines.append(
             f"| {row['workload']} | {row['setting']} | {row['labels']['ours']}"
             f"{mark(row['note'])} | {fmt_stats(row['jax'], unit)} | "
             f"{fmt_stats(row['peer'], unit)} | {fmt_stats(row['ours'], unit)} | "
-            + " | ".join(fmt_ratio(row["ratios"][key]) for key, _ in RATIO_COLUMNS) + " |")
+            + " | ".join(fmt_ratio(row["ratios"][key]) for key, _ in RATIO_COLUMNS)
+            + f" | {fmt_paired((row.get('paired') or {}).get('ours/peer'))} |")
     if notes:
         lines += [""] + [f"{MARKS[i]} {note}." for i, note in enumerate(notes)]
     return "\n".join(lines) + "\n"
@@ -79,9 +92,16 @@ def targets_markdown(checks: list[dict]) -> str:
             lines.append(f"| {c['target']} | {c['workload']} | {c['setting']} | {c['ours']} | "
                          f"{c['value']:.2f} | {c['limit']} | "
                          f"{'yes' if c['within_noise'] else 'no'} |")
-    lines += ["", "\\* the compared p10–p90 ranges overlap: the miss is within this run's "
-                  "noise."]
+    lines += ["", "\\* the compared p10–p90 ranges overlap (for ours vs jax2tf: the limit is within "
+                  "the p10–p90 of the per-round ratios): the miss is within this run's noise."]
     return "\n".join(lines) + "\n"
+
+
+def _load(env: dict) -> str:
+    load = env.get("load_average")
+    if not load:
+        return ""
+    return f" (load average 1/5/15 min at the end: {', '.join(f'{x:.1f}' for x in load)})"
 
 
 def markdown(result: dict) -> str:
@@ -89,8 +109,11 @@ def markdown(result: dict) -> str:
     env = result["environment"]
     head = [f"# Benchmarks: JAX native vs jax2tf vs jax2tf-native ({result['mode']} run)", "",
             f"jax {env['jax']}, tensorflow {env['tensorflow']}, python {env['python']}, "
-            f"{env['machine']}, {env['cpus']} CPUs; {result['duration_s']:.0f} s; one process, "
-            f"candidates interleaved round by round; median (p10–p90); ratios of medians, lower "
+            f"{env['machine']}, {env['cpus']} CPUs{_load(env)}; {result['duration_s']:.0f} s; "
+            f"one process, "
+            f"candidates interleaved round by round, in an order that changes every round; median "
+            f"(p10–p90); ratios of medians, and ours/jax2tf per round: the median (p10–p90) of "
+            f"the ratios within each round (the targets use it where a row has it); lower "
             f"is better. Command: `{result['command']}`.", ""]
     parts = ["\n".join(head), targets_markdown(result["targets"])]
     parts += [section_markdown(s) for s in result["sections"]]

@@ -19,8 +19,11 @@ def from_harness(stats: dict) -> dict:
         >>> from_harness({"median_s": 2.0, "p10_s": 1.0, "p90_s": 3.0, "n": 5})
         {'median': 2.0, 'p10': 1.0, 'p90': 3.0, 'n': 5}
     """
-    return {"median": stats["median_s"], "p10": stats["p10_s"], "p90": stats["p90_s"],
-            "n": stats["n"]}
+    out = {"median": stats["median_s"], "p10": stats["p10_s"], "p90": stats["p90_s"],
+           "n": stats["n"]}
+    if "samples_s" in stats:
+        out["samples"] = stats["samples_s"]
+    return out
 
 
 def single(value: float) -> dict:
@@ -49,7 +52,30 @@ def row(workload: str, setting: str, *, ours: dict, ours_label: str, jax: dict |
         **stats,
         "ratios": {"ours/jax": ratio("ours", "jax"), "peer/jax": ratio("peer", "jax"),
                    "ours/peer": ratio("ours", "peer")},
+        "paired": {"ours/jax": paired(ours, jax), "ours/peer": paired(ours, peer)},
     }
+
+
+def paired(a: dict | None, b: dict | None) -> dict | None:
+    """Median and p10-p90 of the per-round ratios a/b, when both sides were timed in the same
+    rounds (`harness.interleaved`): a load change between rounds hits both sides of a round
+    alike and cancels in its ratio, so this spread is the comparison's own noise.
+
+    Example:
+        >>> paired({"samples": [2.0, 4.0, 3.0]}, {"samples": [1.0, 2.0, 3.0]})["median"]
+        2.0
+    """
+    sa, sb = (a or {}).get("samples"), (b or {}).get("samples")
+    if not sa or not sb or len(sa) != len(sb):
+        return None
+    ratios = sorted(x / y for x, y in zip(sa, sb) if y > 0)
+    if not ratios:
+        return None
+    pick = lambda q: ratios[min(len(ratios) - 1, int(q * len(ratios)))]
+    middle = len(ratios) // 2
+    median = (ratios[middle] if len(ratios) % 2
+              else (ratios[middle - 1] + ratios[middle]) / 2)
+    return {"median": median, "p10": pick(0.1), "p90": pick(0.9), "n": len(ratios)}
 
 
 def section(group: str, title: str, description: str, rows: list[dict],

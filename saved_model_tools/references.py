@@ -1,8 +1,10 @@
 """Reference inputs and JAX's outputs for them, recorded inside a SavedModel for `verify`."""
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import numpy as np
@@ -69,6 +71,45 @@ def read(saved_model_dir: Path, reference: manifest.Reference) -> tuple[dict, di
     return inputs, outputs
 
 
-def jax_outputs(fn: Callable, params, args: Sequence[np.ndarray]):
-    """JAX's result of fn(params, *args), as numpy arrays."""
-    return jax.tree.map(np.asarray, jax.jit(fn)(params, *args))
+def lower_jax_outputs(fn: Callable, params, args: Sequence[np.ndarray]) -> Callable[[], Any]:
+    """Traces and lowers `jax.jit(fn)(params, *args)` now; returns a function that compiles and
+    runs it, giving JAX's result as numpy arrays, and that may be called from another thread.
+
+    Tracing, lowering and the transfer of the arguments happen in the caller's thread because
+    JAX's configuration contexts (`jax.enable_x64(True)`, ...) are thread-local: a new thread
+    would trace with the global defaults. The returned function only compiles (jaxlib does not
+    hold the GIL while XLA compiles) and runs the executable.
+
+    Example:
+        >>> run = lower_jax_outputs(lambda p, x: x * p, np.float32(2), [np.ones(3, np.float32)])
+        >>> run()
+        array([2., 2., 2.], dtype=float32)
+    """
+    lowered = jax.jit(fn).lower(params, *args)
+    arrays = jax.device_put((params, *args))
+
+    def compile_and_run():
+        compiled = lowered.compile()
+        placed = jax.device_put(arrays, compiled.input_shardings[0])
+        return jax.tree.map(np.asarray, compiled(*placed))
+
+    return compile_and_run
+
+
+@contextlib.contextmanager
+def in_background(compute: Callable[[], Any]) -> Iterator[concurrent.futures.Future]:
+    """Runs `compute` on a thread; yields its future; on exit waits for the thread.
+
+    `save` compiles and runs the JAX reference computations (`lower_jax_outputs`) this way
+    while TF writes the SavedModel. `future.result()` re-raises what `compute` raised. On exit,
+    also when the body raised, the thread is waited for: nothing of a save keeps running
+    after it returns or fails.
+
+    Example:
+        >>> with in_background(lambda: 6 * 7) as pending:
+        ...     pending.result()
+        42
+    """
+    with concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="jax_references") as executor:
+        yield executor.submit(compute)

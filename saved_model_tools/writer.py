@@ -238,15 +238,21 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         built = [_build(s, main, params_tree, options) for s in [main] + extra]
         for b in built:
             setattr(root, b.spec.name, b.function)
-    with steps.phase("compute JAX reference outputs"):
-        records = {b.spec.name: _references(b, main, params) for b in built}
-    with atomic_dir.atomic_directory(export_dir, overwrite=overwrite) as temp:
+    with steps.phase("trace JAX reference outputs (compiled and run during the write)"):
+        lowered = {b.spec.name: _references(b, main, params) for b in built}
+    # XLA compiles the references on a thread while TF writes the SavedModel (issue 15: they
+    # were a 0.6-0.8 s serial step of save(), benchmarks/README.md).
+    with (references.in_background(
+              lambda: {name: [run() for run in runs] for name, (runs, _) in lowered.items()})
+          as pending, atomic_dir.atomic_directory(export_dir, overwrite=overwrite) as temp):
         with steps.phase("write the SavedModel"):
             options = tf.saved_model.SaveOptions(experimental_custom_gradients=with_gradient)
             tf.saved_model.save(root, str(temp),
                                 signatures={b.spec.name: b.function for b in built},
                                 options=options)
         with steps.phase("record references and warmup requests"):
+            outputs = pending.result()
+            records = {name: finish(outputs[name]) for name, (_, finish) in lowered.items()}
             record = _write_records(temp, built, records, flat_variables, with_gradient,
                                     gradient_mode, platforms, input_gradients,
                                     stablehlo_version=stablehlo_version, target=target)
@@ -321,8 +327,13 @@ def _build(spec: Signature, main: Signature, params_tree, options: _ConvertOptio
                   output_names)
 
 
-def _references(b: _Built, main: Signature, params) -> list[tuple[int, dict, dict]]:
-    """[(batch, inputs by name, JAX outputs by name)] at two batch sizes when possible."""
+def _references(b: _Built, main: Signature, params) -> tuple[list[Callable], Callable]:
+    """The references at two batch sizes when possible, in two steps: (runs, finish).
+
+    `runs` compile and run JAX's computation of each case (thread-safe: traced and lowered
+    here); `finish([run() for run in runs])` gives [(batch, inputs by name, JAX outputs by
+    name)].
+    """
     spec = b.spec
     if spec.preprocess is None:
         example_batch = _leading_batch(b.polymorphic_shapes, b.example_args)
@@ -337,25 +348,31 @@ def _references(b: _Built, main: Signature, params) -> list[tuple[int, dict, dic
                            for s in b.input_specs)
         static = all(None not in s.shape for s in b.input_specs)
         if not (leading_only or static):
-            return []
+            return [], lambda outputs: []
         cases = []
         for seed, batch in enumerate((1, 2) if leading_only else (None,)):
             raw = references.random_inputs(b.input_specs, batch or 1, seed)
             args = spec.preprocess(*[tf.constant(r) for r in raw])
             args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
             cases.append((batch, raw, [a.numpy() for a in args]))
-    result = []
-    for batch, raw_inputs, jax_args in cases:
-        outputs = references.jax_outputs(b.jax_fn, params, jax_args)
-        if spec.postprocess is not None:
-            outputs = spec.postprocess(jax.tree.map(tf.constant, outputs))
-        named = signature_lib.name_outputs(outputs, b.output_names, f"signature {spec.name!r}")
-        named = {k: np.asarray(v) for k, v in named.items()}
-        inputs = {s.name: np.asarray(a) for s, a in zip(b.input_specs, raw_inputs)}
-        if batch is None:  # static shapes: record the example's own leading size
-            batch = int(np.shape(raw_inputs[0])[0]) if np.ndim(raw_inputs[0]) else 1
-        result.append((batch, inputs, named))
-    return result
+    runs = [references.lower_jax_outputs(b.jax_fn, params, jax_args)
+            for _, _, jax_args in cases]
+
+    def finish(all_outputs: list) -> list[tuple[int, dict, dict]]:
+        result = []
+        for (batch, raw_inputs, _), outputs in zip(cases, all_outputs):
+            if spec.postprocess is not None:
+                outputs = spec.postprocess(jax.tree.map(tf.constant, outputs))
+            named = signature_lib.name_outputs(outputs, b.output_names,
+                                               f"signature {spec.name!r}")
+            named = {k: np.asarray(v) for k, v in named.items()}
+            inputs = {s.name: np.asarray(a) for s, a in zip(b.input_specs, raw_inputs)}
+            if batch is None:  # static shapes: record the example's own leading size
+                batch = int(np.shape(raw_inputs[0])[0]) if np.ndim(raw_inputs[0]) else 1
+            result.append((batch, inputs, named))
+        return result
+
+    return runs, finish
 
 
 def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_variables,

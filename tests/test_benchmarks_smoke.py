@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from benchmarks import dispatch, report, rows, run, targets
+from benchmarks import dispatch, harness, report, rows, run, targets
 
 ROUNDS = 3
 
@@ -59,7 +59,8 @@ def test_markdown_has_the_tables(written):
     line = next(l for l in text.splitlines() if l.startswith("| tiny sin(x)*2 | eager |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[3] == report.fmt_stats(eager["jax"], "s")
-    assert cells[-3] == f"{eager['ratios']['ours/jax']:.2f}"
+    assert cells[-4] == f"{eager['ratios']['ours/jax']:.2f}"
+    assert cells[-1] == report.fmt_paired(eager["paired"]["ours/peer"])
 
 
 def test_plot_written_when_matplotlib_is_installed(written):
@@ -90,3 +91,25 @@ def test_target_checks_on_known_rows():
     assert vs_peer == [True, False, False]
     assert targets.summary(checks)["every row: ours <= jax2tf"] == {
         "met": 1, "total": 3, "missed_within_noise": 0}
+
+
+def test_rounds_change_order_and_pair_the_samples():
+    orders = harness.round_orders(["a", "b", "c"], 12)
+    assert all(sorted(o) == ["a", "b", "c"] for o in orders)
+    # Over two cycles of the 6 permutations each candidate follows each other equally often.
+    follows = [(o[i - 1], o[i]) for o in orders for i in range(1, 3)]
+    assert {pair: follows.count(pair) for pair in set(follows)} == {
+        (x, y): 4 for x in "abc" for y in "abc" if x != y}
+    calls = []
+    stats = harness.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                                rounds=4, warmup=0, settle=1, calls_per_round=2)
+    assert len(calls) == 4 * 2 * 3 and stats["a"]["n"] == len(stats["a"]["samples_s"]) == 4
+    ours = rows.from_harness({"median_s": 2.0, "p10_s": 1.0, "p90_s": 3.0, "n": 3,
+                              "samples_s": [1.0, 2.0, 3.0]})
+    peer = rows.from_harness({"median_s": 1.0, "p10_s": 1.0, "p90_s": 4.0, "n": 3,
+                              "samples_s": [2.0, 1.0, 4.0]})
+    row = rows.row("m", "s", ours=ours, ours_label="ours", peer=peer, peer_label="jax2tf")
+    assert row["paired"]["ours/peer"]["median"] == 0.75  # ratios 0.5, 2.0, 0.75
+    assert row["ratios"]["ours/peer"] == 2.0  # the ratio of medians differs
+    (check,) = targets.evaluate([rows.section("g", "G", "", [row])])
+    assert check["value"] == 0.75 and check["met"]

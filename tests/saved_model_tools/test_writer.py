@@ -67,7 +67,8 @@ def test_serving_default_named_polymorphic_and_matches_jax(saved):
     path, record, lines = saved
     assert [l.split(":")[0] for l in lines] == [f"[{i}/5] " + p for i, p in enumerate(
         ["trace and export every signature (JAX -> StableHLO -> XlaCallModule)",
-         "compute JAX reference outputs", "write the SavedModel",
+         "trace JAX reference outputs (compiled and run during the write)",
+         "write the SavedModel",
          "record references and warmup requests", f"commit atomically to {path}"], 1)]
     loaded = tf.saved_model.load(str(path))
     serve = loaded.signatures["serving_default"]
