@@ -282,15 +282,8 @@ class _Converted:
         eager = tf.executing_eagerly()
         key = (treedef, tuple((leaf.shape, leaf.dtype) for leaf in leaves),
                export_cache.jax_config_key())
-        node = self._by_call_signature.get(key) if eager else None
-        if node is None:
-            node = self._node(args, leaves, treedef)
-            values, asserts = tf_runner.check_args(node.specs, leaves, node.constraints)
-            if eager and all(l.dtype == s.dtype for l, s in zip(leaves, node.specs)):
-                # Only cast-free signatures may skip the checks on later calls.
-                self._by_call_signature.put(key, node)
-        else:
-            values, asserts = [leaf.value for leaf in leaves], []
+        node, values, asserts = tf_runner.checked_call(
+            self._by_call_signature, key, leaves, lambda: self._node(args, leaves, treedef))
         if not eager:
             values = _named(values, "jax2tf_arg_{}")
         outputs = gradients.call(node, values, asserts, self._options.with_gradient,

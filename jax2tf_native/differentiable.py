@@ -1,6 +1,8 @@
 """A flat JAX function and the exports that TF calls for its value and its gradients.
 
-`DifferentiableFunction` exports lazily, once each, and keeps:
+The node `convert` hands to `gradients.call` (`exported_function.ExportedFunction` is the one
+for `call_exported`, with the same interface). `DifferentiableFunction` exports lazily, once
+each, and keeps:
 - `primal`: `f(*xs) -> outs` (used without gradients, in recompute mode, or as a fallback);
 - `forward`: `fwd(*xs) -> outs + residuals` (residual mode);
 - `backward`: `bwd(*residuals, *cts) -> in_cts` (residual mode, first order);
@@ -18,7 +20,7 @@ from typing import Sequence
 
 import jax
 
-from jax2tf_native import exporting, tf_runner, vjp_functions
+from jax2tf_native import exporting, vjp_functions
 from jax2tf_native.errors import GradientSpecError
 from jax2tf_native.poly_specs import LeafSpec
 from jax2tf_native.shardings import FunctionShardings
@@ -48,9 +50,17 @@ class ResidualExports:
     def n_outputs(self) -> int:
         return self.structure.n_outputs
 
+    def residuals(self, xs, computed) -> list:
+        """All residuals, in the backward's order, from the inputs and the computed ones."""
+        return self.structure.residuals(xs, computed)
+
 
 class DifferentiableFunction:
     """A flat JAX function with its argument specs, export options and lazy exports."""
+
+    # Its VJP takes the cotangents of the differentiable outputs only and returns those of the
+    # differentiable inputs only (`gradients` also serves VJPs that take and return every one).
+    vjp_takes_every_array = False
 
     def __init__(self, flat: FlatFunction, specs: Sequence[LeafSpec],
                  options: exporting.ExportOptions, mode: str, constraints: Sequence[str] = (),
@@ -72,6 +82,8 @@ class DifferentiableFunction:
         self._parent = parent  # the function whose primal export this variant shares
         self._variants: dict[tuple[int, ...], DifferentiableFunction] = {}
         self.out_avals: tuple | None = None
+        self.name = flat.name
+        self.diff_in = flat.diff_in  # the inputs that take a cotangent
 
     def _export(self, fun, name: str, specs: Sequence[LeafSpec],
                 shardings: FunctionShardings | None = None) -> PreparedExport:

@@ -5,7 +5,7 @@ Shared by `convert` and `call_exported`, so both give the same checks and errors
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Any, Sequence
 
 import jax
 import numpy as np
@@ -98,6 +98,31 @@ def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
     values = [_cast_for_x64(leaf, spec.dtype) for leaf, spec in zip(leaves, specs)]
     asserts = dim_vars.solve_and_check(specs, actual_shapes(leaves), constraints)
     return values, asserts
+
+
+def checked_call(cache, key, leaves: Sequence[ArgLeaf], node_for) -> tuple[Any, list, list]:
+    """`(node, values, asserts)` for a call: the node and its checked arguments.
+
+    The one place of the eager shortcut shared by `convert` and `call_exported`: after an eager
+    call whose arguments needed no cast, a later eager call with the same `key` (its TF-side
+    signature) skips the checks and takes the cached node. Graph calls always check (their
+    asserts are ops of the graph).
+
+    Args:
+      cache: an `export_cache.LruCache` from `key` to node.
+      key: the call's signature (shapes, dtypes and whatever else decides the node).
+      leaves: the call's flat arguments.
+      node_for: `node_for()` returns the node (with `specs` and `constraints`) on a miss.
+    """
+    eager = tf.executing_eagerly()
+    node = cache.get(key) if eager else None
+    if node is not None:
+        return node, [leaf.value for leaf in leaves], []
+    node = node_for()
+    values, asserts = check_args(node.specs, leaves, node.constraints)
+    if eager and all(l.dtype == s.dtype for l, s in zip(leaves, node.specs)):
+        cache.put(key, node)  # Only cast-free signatures may skip the checks on later calls.
+    return node, values, asserts
 
 
 def call_flat(prepared: PreparedExport, values: Sequence[tf.Tensor],
