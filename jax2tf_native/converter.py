@@ -260,7 +260,7 @@ class _Converted:
         self._options = options
         # By the TF-side signature (concrete shapes when eager) -> DifferentiableFunction whose
         # checks passed for those shapes: a hit skips all Python work but the call.
-        self._by_call_signature = export_cache.LruCache(cache_size)
+        self._checked = tf_runner.CheckedSignatures(cache_size)
         # By the exported signature (symbolic dims as strings): all batch sizes share one export.
         self._by_export_signature = export_cache.LruCache(cache_size)
         functools.update_wrapper(self, fun, updated=())
@@ -271,7 +271,7 @@ class _Converted:
     @property
     def cache_info(self) -> dict:
         """Hits, misses and sizes of the eager export caches (for tests and tuning)."""
-        calls, exports = self._by_call_signature, self._by_export_signature
+        calls, exports = self._checked.cache, self._by_export_signature
         return {"call_hits": calls.hits, "call_misses": calls.misses,
                 "exports": exports.misses, "size": len(exports), "maxsize": exports.maxsize}
 
@@ -282,8 +282,12 @@ class _Converted:
         eager = tf.executing_eagerly()
         key = (treedef, tuple((leaf.shape, leaf.dtype) for leaf in leaves),
                export_cache.jax_config_key())
-        node, values, asserts = tf_runner.checked_call(
-            self._by_call_signature, key, leaves, lambda: self._node(args, leaves, treedef))
+        node = self._checked.node(key)
+        if node is None:
+            node = self._node(args, leaves, treedef)
+            values, asserts = self._checked.check(key, leaves, node)
+        else:
+            values, asserts = [leaf.value for leaf in leaves], []
         if not eager:
             values = _named(values, "jax2tf_arg_{}")
         outputs = gradients.call(node, values, asserts, self._options.with_gradient,

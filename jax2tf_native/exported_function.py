@@ -1,10 +1,11 @@
 """A `jax.export.Exported` as a node of the gradient mechanism (`gradients.call`).
 
 `call_exported` has no Python function to export a residual forward from, so its node is the
-recompute mode of `differentiable.DifferentiableFunction` with the artifact's own exports: the
-module as the primal, and `Exported.vjp()` (present when serialized with `vjp_order >= 1`) as
-the VJP, itself such a node for the next order. jax.export's VJPs take one cotangent per output
-(float0 for integer outputs) and return one per input (`vjp_takes_every_array`).
+recompute mode of `differentiable.DifferentiableFunction`, with the same interface
+(`primal`, `forward_plan`, `backward_plan`, `diff_in`, `name`) over the artifact's own exports:
+the module as the primal, and `Exported.vjp()` (present when serialized with `vjp_order >= 1`)
+as the VJP, itself such a node for the next order. jax.export's VJPs take one cotangent per
+output (float0 for integer outputs) and return one per input (`BackwardPlan.every_array`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import threading
 import jax
 
 from jax2tf_native import exporting, poly_specs, tf_args, tf_runner
+from jax2tf_native.differentiable import BackwardPlan, ForwardPlan
 from jax2tf_native.vjp_functions import is_differentiable
 
 
@@ -45,9 +47,6 @@ class ExportedFunction:
       target: the `tf_ops.tf_targets.TfTarget` its VJPs must run on (None: the installed TF).
     """
 
-    mode = "recompute"
-    vjp_takes_every_array = True
-
     def __init__(self, exported: jax.export.Exported, prepared: tf_runner.PreparedExport,
                  stablehlo_version: str | None, target=None):
         self.exported = exported
@@ -66,26 +65,22 @@ class ExportedFunction:
     def primal(self) -> tf_runner.PreparedExport:
         return self._prepared
 
-    def diff_out(self) -> tuple[int, ...]:
-        return self._diff_out
+    def forward_plan(self, watched: tuple[int, ...]) -> ForwardPlan:
+        """The module itself, whatever the tapes watch: an artifact has no residual forward,
+        and its VJP computes every input's cotangent."""
+        return ForwardPlan(self, self._prepared, len(self.exported.out_avals), None,
+                           self._diff_out)
 
-    def for_inputs(self, diff_in: tuple[int, ...]) -> "ExportedFunction":
-        """Itself: the artifact's VJP computes every input's cotangent."""
-        return self
-
-    def forward(self) -> None:
-        """None: an artifact has no residual forward; gradients recompute."""
-        return None
-
-    def backward(self) -> None:
-        return None
-
-    def vjp_function(self) -> "ExportedFunction":
-        """The node of `Exported.vjp()`, prepared for TF on first use.
+    def backward_plan(self, with_residuals: bool) -> BackwardPlan:
+        """The artifact's VJP (`Exported.vjp()`), prepared for TF on first use.
 
         Raises:
           NotImplementedError: the artifact was serialized without a VJP.
         """
+        return BackwardPlan(self._vjp_function(), None, self.diff_in, self._diff_out,
+                            every_array=True)
+
+    def _vjp_function(self) -> "ExportedFunction":
         with self._lock:
             if self._vjp is None:
                 if not self.exported.has_vjp():

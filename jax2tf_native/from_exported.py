@@ -91,7 +91,7 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
     prepared = tf_runner.prepare(exported, leaf_specs(exported),
                                  stablehlo_version=stablehlo_version, target=target)
     node = ExportedFunction(exported, prepared, stablehlo_version, target)
-    checked = export_cache.LruCache(export_cache.DEFAULT_CACHE_SIZE)
+    checked = tf_runner.CheckedSignatures(export_cache.DEFAULT_CACHE_SIZE)
 
     def run(values, asserts):
         return gradients.call(node, values, asserts, with_gradient)
@@ -105,7 +105,10 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
                 f"with the exported structure.")
         eager = tf.executing_eagerly()
         key = tuple((leaf.shape, leaf.dtype) for leaf in leaves)
-        _, values, asserts = tf_runner.checked_call(checked, key, leaves, lambda: node)
+        if checked.node(key) is None:
+            values, asserts = checked.check(key, leaves, node)
+        else:
+            values, asserts = [leaf.value for leaf in leaves], []
         if not eager:
             return jax.tree_util.tree_unflatten(exported.out_tree, run(values, asserts))
         try:

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from jax2tf_native import dim_vars, shardings
+from jax2tf_native import dim_vars, export_cache, shardings
 from jax2tf_native.errors import (ArgumentTypeError, ExportedModuleError,
                                    ModuleNotRunnableHereError)
 from jax2tf_native.poly_specs import LeafSpec
@@ -100,29 +100,44 @@ def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
     return values, asserts
 
 
-def checked_call(cache, key, leaves: Sequence[ArgLeaf], node_for) -> tuple[Any, list, list]:
-    """`(node, values, asserts)` for a call: the node and its checked arguments.
+class CheckedSignatures:
+    """The eager shortcut shared by `convert` and `call_exported` (its one definition): after
+    an eager call whose arguments needed no cast, a later eager call with the same key (its
+    TF-side signature) skips the checks and takes the node remembered for it. Graph calls
+    always check: their asserts are ops of the graph.
 
-    The one place of the eager shortcut shared by `convert` and `call_exported`: after an eager
-    call whose arguments needed no cast, a later eager call with the same `key` (its TF-side
-    signature) skips the checks and takes the cached node. Graph calls always check (their
-    asserts are ops of the graph).
-
-    Args:
-      cache: an `export_cache.LruCache` from `key` to node.
-      key: the call's signature (shapes, dtypes and whatever else decides the node).
-      leaves: the call's flat arguments.
-      node_for: `node_for()` returns the node (with `specs` and `constraints`) on a miss.
+    Example:
+        >>> import numpy as np
+        >>> from jax2tf_native.tf_args import flatten_args
+        >>> from jax2tf_native.poly_specs import LeafSpec
+        >>> class Node:
+        ...     specs = (LeafSpec("args[0]", None, (2,), np.dtype("float32")),)
+        ...     constraints = ()
+        >>> checked = CheckedSignatures(8)
+        >>> leaves, _ = flatten_args((tf.ones(2),), {})
+        >>> key = ((2,), np.dtype("float32"))
+        >>> checked.node(key) is None
+        True
+        >>> values, asserts = checked.check(key, leaves, Node)
+        >>> checked.node(key) is Node
+        True
     """
-    eager = tf.executing_eagerly()
-    node = cache.get(key) if eager else None
-    if node is not None:
-        return node, [leaf.value for leaf in leaves], []
-    node = node_for()
-    values, asserts = check_args(node.specs, leaves, node.constraints)
-    if eager and all(l.dtype == s.dtype for l, s in zip(leaves, node.specs)):
-        cache.put(key, node)  # Only cast-free signatures may skip the checks on later calls.
-    return node, values, asserts
+
+    def __init__(self, size: int):
+        self.cache = export_cache.LruCache(size)
+
+    def node(self, key) -> Any | None:
+        """The node of an earlier cast-free eager call with `key`; None in graphs or if none."""
+        return self.cache.get(key) if tf.executing_eagerly() else None
+
+    def check(self, key, leaves: Sequence[ArgLeaf], node) -> tuple[list, list]:
+        """`check_args` against `node.specs` and `node.constraints`; remembers `node` for `key`
+        when the call is eager and needed no cast."""
+        values, asserts = check_args(node.specs, leaves, node.constraints)
+        if tf.executing_eagerly() and all(l.dtype == s.dtype
+                                          for l, s in zip(leaves, node.specs)):
+            self.cache.put(key, node)
+        return values, asserts
 
 
 def call_flat(prepared: PreparedExport, values: Sequence[tf.Tensor],
