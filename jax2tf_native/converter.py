@@ -121,11 +121,16 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       TargetTfError (at the first call): `target_tf` cannot run the function's module.
 
     Example:
+        >>> import jax.numpy as jnp, numpy as np, tensorflow as tf
+        >>> from jax2tf_native import input_signature
         >>> f_tf = convert(lambda x: jnp.sin(x) * 2, polymorphic_shapes=["(b, 3)"])
-        >>> f_tf(tf.ones((5, 3)))                                    # eager
-        >>> tf.function(f_tf, autograph=False,
-        ...             input_signature=input_signature([np.ones((1, 3), np.float32)],
-        ...                                             ["(b, 3)"]))(tf.ones((7, 3)))
+        >>> f_tf(tf.ones((5, 3))).shape                              # eager
+        TensorShape([5, 3])
+        >>> f_graph = tf.function(f_tf, autograph=False,
+        ...                       input_signature=input_signature([np.ones((1, 3), np.float32)],
+        ...                                                       ["(b, 3)"]))
+        >>> f_graph(tf.ones((7, 3))).shape                           # any batch size
+        TensorShape([7, 3])
     """
     if not callable(fun):
         raise TypeError(f"convert expects a callable JAX function, got {type(fun).__name__} "

@@ -28,7 +28,10 @@ def deserialize(exported_or_bytes, *, stablehlo_version: str | None = None
       ExportedModuleError: the bytes are truncated, corrupt, or not from `Exported.serialize()`.
 
     Example:
-        >>> exp = deserialize(blob)
+        >>> import numpy as np
+        >>> blob = jax.export.export(jax.jit(jax.numpy.cos))(np.zeros(3, np.float32)).serialize()
+        >>> deserialize(blob).fun_name
+        'cos'
     """
     if isinstance(exported_or_bytes, jax.export.Exported):
         return exported_or_bytes
@@ -80,9 +83,11 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
       TargetTfError: the module cannot run in `target_tf` (the message names why and the fix).
 
     Example:
+        >>> import jax.numpy as jnp, numpy as np
         >>> blob = jax.export.export(jax.jit(jnp.cos))(np.zeros(3, np.float32)).serialize()
         >>> cos_tf = call_exported(blob)
-        >>> cos_tf(tf.zeros(3))
+        >>> cos_tf(tf.zeros(3)).numpy()
+        array([1., 1., 1.], dtype=float32)
     """
     target = tf_targets.resolve(target_tf)
     stablehlo_version = tf_targets.target_stablehlo_version(target, stablehlo_version)

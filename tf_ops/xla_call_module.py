@@ -121,7 +121,8 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     Example:
         >>> exp = jax.export.export(jax.jit(jnp.sin))(jax.ShapeDtypeStruct((3,), "float32"))
         >>> tf_module = tf_module_from_exported(exp)
-        >>> call(tf_module, [tf.ones(3)])
+        >>> call(tf_module, [tf.zeros(3)])[0].numpy()
+        array([0., 0., 0.], dtype=float32)
     """
     module_verify.check_fields(exported)
     if target is not None:

@@ -1,0 +1,65 @@
+"""The one walk over a parsed MLIR module's operations, and the one custom-call target reader.
+
+Every check that looks inside a module (custom calls, composites, Shardy and multi-device ops,
+shape assertions, TF-version features) walks it with `walk`, and reads a custom call's target
+with `custom_call_target`; text dumps (what TF's own MLIR prints, without JAX) are read with
+`custom_call_targets_in_text`. Imports neither JAX nor TF: it works on the objects of whichever
+MLIR Python bindings parsed the module.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+CUSTOM_CALL = "stablehlo.custom_call"
+
+
+def string_attribute(op, name: str) -> str:
+    """The value of `op`'s string (or flat symbol reference) attribute `name`."""
+    attribute = op.attributes[name]
+    value = getattr(attribute, "value", None)  # the bindings downcast to StringAttr & co.
+    return value if isinstance(value, str) else str(attribute).strip('"@')
+
+
+def walk(op, function: str = "") -> Iterator[tuple[object, str]]:
+    """Every operation nested in `op` (a module's `.operation`, or any op), in program order,
+    with the `sym_name` of the `func.func` it is in (a `func.func` gets its own name; "" outside
+    functions).
+
+    Regions are entered too: function bodies, and the bodies of `stablehlo.while`,
+    `stablehlo.case`, reducers, ...
+    """
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                inner = (string_attribute(child, "sym_name") if child.name == "func.func"
+                         else function)
+                yield child, inner
+                yield from walk(child, inner)
+
+
+def custom_call_target(op) -> str | None:
+    """The `call_target_name` of a `stablehlo.custom_call` op; None for any other op."""
+    if op.name != CUSTOM_CALL or "call_target_name" not in op.attributes:
+        return None
+    return string_attribute(op, "call_target_name")
+
+
+# `stablehlo.custom_call @target(` (pretty form, bare or quoted symbol) and
+# `call_target_name = "target"` / `call_target_name = #vhlo.string_v1<"target">` (generic and
+# VHLO forms, as TF's deserializer prints them).
+_CUSTOM_CALL_PRETTY = re.compile(r'stablehlo\.custom_call\s+@(?:"([^"]+)"|([\w$.\-]+))')
+_CUSTOM_CALL_GENERIC = re.compile(r'call_target_name\s*=\s*(?:#vhlo\.string_v1<)?"([^"]+)"')
+
+
+def custom_call_targets_in_text(text: str) -> tuple[str, ...]:
+    """The distinct custom-call targets named in StableHLO (pretty, generic or VHLO) text.
+
+    Example:
+        >>> custom_call_targets_in_text('%0 = stablehlo.custom_call @lapack_sgeqrf_ffi(%a)')
+        ('lapack_sgeqrf_ffi',)
+    """
+    found = {a or b for a, b in _CUSTOM_CALL_PRETTY.findall(text)}
+    found.update(_CUSTOM_CALL_GENERIC.findall(text))
+    return tuple(sorted(found))
