@@ -14,6 +14,7 @@ import tensorflow as tf
 from jax2tf_native import (differentiable, errors, export_cache, exporting, gradients,
                            poly_specs, shardings, tf_args, tf_runner, vjp_functions)
 from jax2tf_native.differentiable import DifferentiableFunction
+from tf_ops import arguments as tf_arguments
 from tf_ops import platforms as tf_platforms
 from tf_ops import tf_targets
 
@@ -247,16 +248,6 @@ def _gradient_leaves(argnums: tuple[int, ...] | None, args: tuple,
     return tuple(leaves)
 
 
-def _named(tensors: Sequence[tf.Tensor], name: str) -> list[tf.Tensor]:
-    """Identity ops named as jax2tf names its graph's inputs and outputs.
-
-    Tools that read frozen graphs look for `jax2tf_arg_{i}` (flat input i) and `jax2tf_out`,
-    `jax2tf_out_1`, ... (flat outputs, uniquified by TF as for jax2tf). Graph mode only: eager
-    calls have no graph, and the identities cost nothing once Grappler or XLA runs.
-    """
-    return [tf.identity(t, name=name.format(i)) for i, t in enumerate(tensors)]
-
-
 class _Converted:
     """The callable `convert` returns; holds the caches of exports."""
 
@@ -294,11 +285,11 @@ class _Converted:
         else:
             values, asserts = [leaf.value for leaf in leaves], []
         if not eager:
-            values = _named(values, "jax2tf_arg_{}")
+            values = tf_arguments.named(values, "jax2tf_arg_{}")
         outputs = gradients.call(node, values, asserts, self._options.with_gradient,
                                  self._options.gradient_order)
         if not eager:
-            outputs = _named(outputs, "jax2tf_out")
+            outputs = tf_arguments.named(outputs, "jax2tf_out")
         return jax.tree_util.tree_unflatten(node.flat.out_tree, outputs)
 
     def _node(self, args: tuple, leaves: list, treedef) -> DifferentiableFunction:

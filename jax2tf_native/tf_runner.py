@@ -16,6 +16,7 @@ from jax2tf_native.errors import (ArgumentTypeError, ExportedModuleError,
                                    ModuleNotRunnableHereError)
 from jax2tf_native.poly_specs import LeafSpec
 from jax2tf_native.tf_args import ArgLeaf
+from tf_ops import arguments as tf_arguments
 from tf_ops import custom_call_check
 from tf_ops import dtypes as tf_dtypes
 from tf_ops import tf_targets
@@ -68,23 +69,11 @@ def _cast_for_x64(leaf: ArgLeaf, want: np.dtype) -> tf.Tensor:
         return leaf.value  # float0 cotangents travel as bool (tf_ops.dtypes.to_tf_dtype)
     if (not jax.config.jax_enable_x64
             and jax.dtypes.canonicalize_dtype(leaf.dtype) == want):
-        return tf.cast(leaf.value, tf_dtypes.to_tf_dtype(want))
+        return tf_arguments.cast(leaf.value, want)
     raise ArgumentTypeError(
         f"{leaf.path} has dtype {leaf.dtype}, but the function was converted for {want}. Fix: "
         f"pass {want} (e.g. tf.cast(x, tf.{tf_dtypes.to_tf_dtype(want).name})), or convert "
         f"again for {leaf.dtype}.")
-
-
-def actual_shapes(leaves: Sequence[ArgLeaf]) -> list[list]:
-    """Each dimension as an int when known now, else as a run-time scalar tensor."""
-    shapes = []
-    for leaf in leaves:
-        if all(d is not None for d in leaf.shape):
-            shapes.append(list(leaf.shape))
-            continue
-        dynamic = tf.shape(leaf.value)
-        shapes.append([d if d is not None else dynamic[i] for i, d in enumerate(leaf.shape)])
-    return shapes
 
 
 def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
@@ -96,7 +85,9 @@ def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
             f"{len(specs)}: {[s.path for s in specs]}. Fix: pass arguments with the same pytree "
             f"structure as at conversion.")
     values = [_cast_for_x64(leaf, spec.dtype) for leaf, spec in zip(leaves, specs)]
-    asserts = dim_vars.solve_and_check(specs, actual_shapes(leaves), constraints)
+    asserts = dim_vars.solve_and_check(
+        specs, tf_arguments.shapes([leaf.value for leaf in leaves],
+                                   [leaf.shape for leaf in leaves]), constraints)
     return values, asserts
 
 
@@ -151,6 +142,4 @@ def call_flat(prepared: PreparedExport, values: Sequence[tf.Tensor],
     problem = prepared.tf_module.problem_here
     if problem and tf.executing_eagerly():
         raise ModuleNotRunnableHereError(problem)
-    # The op itself waits for the asserts (no identity copies of the inputs).
-    with tf.control_dependencies(asserts):
-        return xla_call_module.call(prepared.tf_module, values)
+    return xla_call_module.call(prepared.tf_module, values, after=asserts)
