@@ -27,7 +27,7 @@ def shapes(tensors: Sequence[tf.Tensor], static: Sequence[Sequence[int | None]])
     """Each dimension as an int when `static` knows it, else as a run-time scalar tensor.
 
     Example:
-        >>> shapes([tf.ones((2, 3))], [(2, None)])[0][1].numpy()
+        >>> int(shapes([tf.ones((2, 3))], [(2, None)])[0][1])
         3
     """
     result = []
