@@ -123,8 +123,7 @@ def find_custom_calls(module: ir.Module) -> list[CustomCallSite]:
     """
     found: list[CustomCallSite] = []
     calls: dict[str, _CallSite] = {}
-    for op, function in mlir_walk.walk(module.operation):
-        target = mlir_walk.custom_call_target(op)
+    for op, function, target in mlir_walk.walk(module.operation):
         if target is not None:
             found.append(CustomCallSite(target, _location_text(op.location), function))
         elif op.name == "func.call":

@@ -9,7 +9,7 @@ MLIR Python bindings parsed the module.
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import NamedTuple
 
 CUSTOM_CALL = "stablehlo.custom_call"
 
@@ -21,22 +21,40 @@ def string_attribute(op, name: str) -> str:
     return value if isinstance(value, str) else str(attribute).strip('"@')
 
 
-def walk(op, function: str = "") -> Iterator[tuple[object, str]]:
-    """Every operation nested in `op` (a module's `.operation`, or any op), in program order,
-    with the `sym_name` of the `func.func` it is in (a `func.func` gets its own name; "" outside
-    functions).
+class Op(NamedTuple):
+    """One operation found by `walk`."""
+    op: object          # the MLIR operation
+    function: str       # `sym_name` of the enclosing `func.func` (its own, for a func.func)
+    target: str | None  # `call_target_name` of a `stablehlo.custom_call`; None for other ops
+
+
+def walk(op) -> list[Op]:
+    """Every operation nested in `op` (a module's `.operation`, or any op), in program order.
 
     Regions are entered too: function bodies, and the bodies of `stablehlo.while`,
-    `stablehlo.case`, reducers, ...
+    `stablehlo.case`, reducers, ... Returns a list (not a generator): callers that change the
+    module while iterating (e.g. replacing composites) see the ops as they were.
     """
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                inner = (string_attribute(child, "sym_name") if child.name == "func.func"
-                         else function)
-                yield child, inner
-                yield from walk(child, inner)
+    found: list[Op] = []
+
+    def visit(parent, function: str) -> None:
+        for region in parent.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    name = child.name
+                    if name == "func.func":
+                        function_here = string_attribute(child, "sym_name")
+                    else:
+                        function_here = function
+                    target = (string_attribute(child, "call_target_name")
+                              if name == CUSTOM_CALL and "call_target_name" in child.attributes
+                              else None)
+                    found.append(Op(child, function_here, target))
+                    visit(child, function_here)
+
+    visit(op, "")
+    return found
 
 
 def custom_call_target(op) -> str | None:

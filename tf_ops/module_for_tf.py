@@ -26,7 +26,8 @@ ModuleCheck = Callable[[ir.Module], None]
 
 
 def _composite_ops(module: ir.Module) -> list[ir.Operation]:
-    return [op for op, _ in mlir_walk.walk(module.operation) if op.name == "stablehlo.composite"]
+    return [found.op for found in mlir_walk.walk(module.operation)
+            if found.op.name == "stablehlo.composite"]
 
 
 _SOURCE_RE = re.compile(r'"([^"]+\.py)":(\d+)')
@@ -47,7 +48,7 @@ def _op_summaries(module: ir.Module):
         element = getattr(t, "element_type", None)  # MLIR's Python API downcasts shaped types
         return str(element) if element is not None else str(t)
 
-    for op, _ in mlir_walk.walk(module.operation):
+    for op, _, _ in mlir_walk.walk(module.operation):
         types = ({element_type(v.type) for v in op.operands}
                  | {element_type(v.type) for v in op.results})
         names = {op.attributes[i].name for i in range(len(op.attributes))}
@@ -74,7 +75,7 @@ def inline_composites_as_calls(module: ir.Module) -> int:
 
 def uses_shardy(module: ir.Module) -> bool:
     """Whether the module holds Shardy ops (`sdy.mesh`, `sdy.sharding_constraint`, ...)."""
-    return any(op.name.startswith("sdy.") for op, _ in mlir_walk.walk(module.operation))
+    return any(op.name.startswith("sdy.") for op, _, _ in mlir_walk.walk(module.operation))
 
 
 def module_bytes_for_tf(mlir_module_serialized: bytes, *,

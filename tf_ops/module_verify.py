@@ -47,8 +47,8 @@ _SHAPE_ASSERTION_ATTRIBUTES = {"api_version", "backend_config", "call_target_nam
 
 
 def _check_shape_assertions(op: ir.Operation) -> None:
-    for child, _ in mlir_walk.walk(op):
-        if mlir_walk.custom_call_target(child) != "shape_assertion":
+    for child, _, target in mlir_walk.walk(op):
+        if target != "shape_assertion":
             continue
         names = {child.attributes[i].name for i in range(len(child.attributes))}
         operands = [str(o.type) for o in child.operands]

@@ -45,11 +45,11 @@ def multi_device_ops(module) -> tuple[str, ...]:
     """Names of the ops in `module` (an MLIR `ir.Module`) that need a partitioned multi-device
     run (sorted, unique)."""
     found = set()
-    for op, _ in mlir_walk.walk(module.operation):
+    for op, _, target in mlir_walk.walk(module.operation):
         if op.name in MULTI_DEVICE_OPS:
             found.add(op.name)
-        elif mlir_walk.custom_call_target(op) in MULTI_DEVICE_CUSTOM_CALLS:
-            found.add(f"custom_call @{mlir_walk.custom_call_target(op)}")
+        elif target in MULTI_DEVICE_CUSTOM_CALLS:
+            found.add(f"custom_call @{target}")
     return tuple(sorted(found))
 
 

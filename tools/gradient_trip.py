@@ -1,8 +1,8 @@
 """Measures how a converted call's trip moves through our modules (issue 16, point 3).
 
-Two trips, each after one warm-up call so that exports are cached and only the call path is
-seen: an eager call under a `tf.GradientTape` with its `tape.gradient`, and a `tf.function`
-taking the gradient. Python's profiler hook sees every call between our modules
+Three trips per entry point (`convert`, `call_exported`): the first eager call under a
+`tf.GradientTape` with its `tape.gradient` (exports made on the way), the same call again
+(exports cached: only the call path), and tracing a `tf.function` that takes the gradient. Python's profiler hook sees every call between our modules
 (`jax2tf_native/`, `tf_ops/`); per trip it reports:
 
 - stays: the trip as a timeline of "which of our modules runs now" (the innermost frame of ours,
@@ -109,10 +109,13 @@ def main() -> None:
                 y = f(w, x)
             return tape.gradient(y, w)
 
-        for label, run in (("eager call + tape.gradient", eager),
+        for label, run in (("first eager call + tape.gradient (exports)", eager),
+                           ("eager call + tape.gradient", eager),
                            ("tf.function gradient (trace)", graph)):
-            run()  # warm-up: exports made and cached
-            if label.startswith("tf.function"):
+            if label.startswith("first"):
+                measured = trip(run)
+            elif label.startswith("tf.function"):
+                run()  # warm-up: exports made and cached
                 graph_fn = tf.function(graph.python_function, autograph=False)
                 measured = trip(lambda: graph_fn.get_concrete_function())
             else:
