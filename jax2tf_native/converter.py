@@ -257,6 +257,7 @@ class _Converted:
         # By the TF-side signature (concrete shapes when eager) -> DifferentiableFunction whose
         # checks passed for those shapes: a hit skips all Python work but the call.
         self._checked = tf_runner.CheckedSignatures(cache_size)
+        self._by_call_signature = self._checked.cache  # its LRU cache (tests read its size)
         # By the exported signature (symbolic dims as strings): all batch sizes share one export.
         self._by_export_signature = export_cache.LruCache(cache_size)
         functools.update_wrapper(self, fun, updated=())
@@ -267,7 +268,7 @@ class _Converted:
     @property
     def cache_info(self) -> dict:
         """Hits, misses and sizes of the eager export caches (for tests and tuning)."""
-        calls, exports = self._checked.cache, self._by_export_signature
+        calls, exports = self._by_call_signature, self._by_export_signature
         return {"call_hits": calls.hits, "call_misses": calls.misses,
                 "exports": exports.misses, "size": len(exports), "maxsize": exports.maxsize}
 

@@ -1,6 +1,8 @@
 """Runs a prepared export on flat TF arguments: dtype and shape checks, then the XlaCallModule.
 
-Shared by `convert` and `call_exported`, so both give the same checks and errors.
+Shared by `convert` and `call_exported`, so both give the same checks and errors: `prepare`
+(an `Exported` made ready for TF), `CheckedSignatures` (the checks, and the eager shortcut that
+skips them after a cast-free call), `call_flat` (the op, via `tf_ops.xla_call_module`).
 """
 from __future__ import annotations
 
