@@ -123,7 +123,7 @@ def find_custom_calls(module: ir.Module) -> list[CustomCallSite]:
     """
     found: list[CustomCallSite] = []
     calls: dict[str, _CallSite] = {}
-    for op, function, target in mlir_walk.walk(module.operation):
+    for op, function, target in mlir_walk.walk(module.operation, with_functions=True):
         if target is not None:
             found.append(CustomCallSite(target, _location_text(op.location), function))
         elif op.name == "func.call":

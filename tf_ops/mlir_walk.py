@@ -28,8 +28,12 @@ class Op(NamedTuple):
     target: str | None  # `call_target_name` of a `stablehlo.custom_call`; None for other ops
 
 
-def walk(op) -> list[Op]:
+def walk(op, with_functions: bool = False) -> list[Op]:
     """Every operation nested in `op` (a module's `.operation`, or any op), in program order.
+
+    `with_functions`: read each `func.func`'s name into `Op.function` (else ""). Only the
+    checks that report where an op is ask: reading a corrupt (non-UTF-8) name raises, and the
+    module verifier's walk must not be the one that meets it.
 
     Regions are entered too: function bodies, and the bodies of `stablehlo.while`,
     `stablehlo.case`, reducers, ... Returns a list (not a generator): callers that change the
@@ -43,7 +47,7 @@ def walk(op) -> list[Op]:
                 for child in block.operations:
                     child = child.operation
                     name = child.name
-                    if name == "func.func":
+                    if name == "func.func" and with_functions:
                         function_here = string_attribute(child, "sym_name")
                     else:
                         function_here = function
