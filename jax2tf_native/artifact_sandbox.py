@@ -43,7 +43,13 @@ def check_serialized(blob: bytes, stablehlo_version: str) -> None:
       stablehlo_version: the StableHLO version the modules will be written at for TF.
 
     Example:
+        >>> import jax, numpy as np
+        >>> exp = jax.export.export(jax.jit(jax.numpy.sin))(np.zeros(3, np.float32))
         >>> check_serialized(exp.serialize(), "1.13.7")   # returns None, or raises
+        >>> check_serialized(b"not an artifact", "1.13.7")
+        Traceback (most recent call last):
+        ...
+        jax2tf_native.errors.ExportedModuleError: ...
     """
     key = (hashlib.sha256(blob).hexdigest(), stablehlo_version)
     with _lock:

@@ -14,6 +14,7 @@ import tensorflow as tf
 from jax2tf_native import (call_tf_split, differentiable, errors, export_cache, exporting,
                            gradients, poly_specs, shardings, tf_args, tf_runner, vjp_functions)
 from jax2tf_native.differentiable import DifferentiableFunction
+from tf_ops import arguments as tf_arguments
 from tf_ops import platforms as tf_platforms
 from tf_ops import tf_targets
 
@@ -124,11 +125,16 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       TargetTfError (at the first call): `target_tf` cannot run the function's module.
 
     Example:
+        >>> import jax.numpy as jnp, numpy as np, tensorflow as tf
+        >>> from jax2tf_native import input_signature
         >>> f_tf = convert(lambda x: jnp.sin(x) * 2, polymorphic_shapes=["(b, 3)"])
-        >>> f_tf(tf.ones((5, 3)))                                    # eager
-        >>> tf.function(f_tf, autograph=False,
-        ...             input_signature=input_signature([np.ones((1, 3), np.float32)],
-        ...                                             ["(b, 3)"]))(tf.ones((7, 3)))
+        >>> f_tf(tf.ones((5, 3))).shape                              # eager
+        TensorShape([5, 3])
+        >>> f_graph = tf.function(f_tf, autograph=False,
+        ...                       input_signature=input_signature([np.ones((1, 3), np.float32)],
+        ...                                                       ["(b, 3)"]))
+        >>> f_graph(tf.ones((7, 3))).shape                           # any batch size
+        TensorShape([7, 3])
     """
     if not callable(fun):
         raise TypeError(f"convert expects a callable JAX function, got {type(fun).__name__} "
@@ -245,16 +251,6 @@ def _gradient_leaves(argnums: tuple[int, ...] | None, args: tuple,
     return tuple(leaves)
 
 
-def _named(tensors: Sequence[tf.Tensor], name: str) -> list[tf.Tensor]:
-    """Identity ops named as jax2tf names its graph's inputs and outputs.
-
-    Tools that read frozen graphs look for `jax2tf_arg_{i}` (flat input i) and `jax2tf_out`,
-    `jax2tf_out_1`, ... (flat outputs, uniquified by TF as for jax2tf). Graph mode only: eager
-    calls have no graph, and the identities cost nothing once Grappler or XLA runs.
-    """
-    return [tf.identity(t, name=name.format(i)) for i, t in enumerate(tensors)]
-
-
 class _Converted:
     """The callable `convert` returns; holds the caches of exports."""
 
@@ -263,7 +259,8 @@ class _Converted:
         self._options = options
         # By the TF-side signature (concrete shapes when eager) -> DifferentiableFunction whose
         # checks passed for those shapes: a hit skips all Python work but the call.
-        self._by_call_signature = export_cache.LruCache(cache_size)
+        self._checked = tf_runner.CheckedSignatures(cache_size)
+        self._by_call_signature = self._checked.cache  # its LRU cache (tests read its size)
         # By the exported signature (symbolic dims as strings): all batch sizes share one export.
         self._by_export_signature = export_cache.LruCache(cache_size)
         functools.update_wrapper(self, fun, updated=())
@@ -290,23 +287,20 @@ class _Converted:
         eager = tf.executing_eagerly()
         key = (treedef, tuple((leaf.shape, leaf.dtype) for leaf in leaves),
                export_cache.jax_config_key())
-        node = self._by_call_signature.get(key) if eager else None
+        node = self._checked.node(key)
         if node is None:
             node = self._node(args, leaves, treedef)
             if isinstance(node, call_tf_split.SplitFunction):
                 return node(leaves)  # call_tf with symbolic shapes: see call_tf_split.
-            values, asserts = tf_runner.check_args(node.specs, leaves, node.constraints)
-            if eager and all(l.dtype == s.dtype for l, s in zip(leaves, node.specs)):
-                # Only cast-free signatures may skip the checks on later calls.
-                self._by_call_signature.put(key, node)
+            values, asserts = self._checked.check(key, leaves, node)
         else:
             values, asserts = [leaf.value for leaf in leaves], []
         if not eager:
-            values = _named(values, "jax2tf_arg_{}")
+            values = tf_arguments.named(values, "jax2tf_arg_{}")
         outputs = gradients.call(node, values, asserts, self._options.with_gradient,
                                  self._options.gradient_order)
         if not eager:
-            outputs = _named(outputs, "jax2tf_out")
+            outputs = tf_arguments.named(outputs, "jax2tf_out")
         return jax.tree_util.tree_unflatten(node.flat.out_tree, outputs)
 
     def _node(self, args: tuple, leaves: list, treedef) -> DifferentiableFunction:

@@ -1,6 +1,8 @@
 """A flat JAX function and the exports that TF calls for its value and its gradients.
 
-`DifferentiableFunction` exports lazily, once each, and keeps:
+The node `convert` hands to `gradients.call` (`exported_function.ExportedFunction` is the one
+for `call_exported`, with the same interface). `DifferentiableFunction` exports lazily, once
+each, and keeps:
 - `primal`: `f(*xs) -> outs` (used without gradients, in recompute mode, or as a fallback);
 - `forward`: `fwd(*xs) -> outs + residuals` (residual mode);
 - `backward`: `bwd(*residuals, *cts) -> in_cts` (residual mode, first order);
@@ -14,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import Sequence
+from typing import Any, Sequence
 
 import jax
 
-from jax2tf_native import exporting, tf_runner, vjp_functions
+from jax2tf_native import exporting, vjp_functions
 from jax2tf_native.errors import GradientSpecError
 from jax2tf_native.poly_specs import LeafSpec
 from jax2tf_native.shardings import FunctionShardings
@@ -49,6 +51,46 @@ class ResidualExports:
         return self.structure.n_outputs
 
 
+@dataclasses.dataclass(frozen=True)
+class ForwardPlan:
+    """What one call's forward op runs, as `gradients.call` needs it (plain data).
+
+    Attributes:
+      node: the node whose gradient a recording tape gets: the called node, or its variant
+        for the watched inputs (`for_inputs`).
+      prepared: the module the forward op runs.
+      n_outputs: how many of its results are the function's outputs (the rest are residuals).
+      residual_sources: per residual, ("input", i) for input i or ("output", j) for the j-th
+        result after the outputs; None: no residuals (gradients recompute).
+      diff_out: the outputs that take a cotangent; the others get a None gradient.
+    """
+    node: Any
+    prepared: PreparedExport
+    n_outputs: int
+    residual_sources: tuple[tuple[str, int], ...] | None
+    diff_out: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class BackwardPlan:
+    """What a node's gradient runs, as `gradients.call` needs it (plain data).
+
+    Attributes:
+      vjp: the VJP's node, `vjp(*xs, *cts) -> in_cts`, itself differentiable.
+      backward: the backward from residuals, `bwd(*residuals, *cts) -> in_cts`; None when the
+        residuals' shapes cannot be solved or none were asked for (gradients recompute).
+      diff_in, diff_out: the inputs and outputs that take a cotangent.
+      every_array: the VJP takes one cotangent per output (float0, i.e. bool zeros, for integer
+        outputs) and returns one per input, as jax.export's do; False: ours, for `diff_out`
+        and `diff_in` only.
+    """
+    vjp: Any
+    backward: PreparedExport | None
+    diff_in: tuple[int, ...]
+    diff_out: tuple[int, ...]
+    every_array: bool = False
+
+
 class DifferentiableFunction:
     """A flat JAX function with its argument specs, export options and lazy exports."""
 
@@ -72,6 +114,8 @@ class DifferentiableFunction:
         self._parent = parent  # the function whose primal export this variant shares
         self._variants: dict[tuple[int, ...], DifferentiableFunction] = {}
         self.out_avals: tuple | None = None
+        self.name = flat.name
+        self.diff_in = flat.diff_in  # the inputs that take a cotangent
 
     def _export(self, fun, name: str, specs: Sequence[LeafSpec],
                 shardings: FunctionShardings | None = None) -> PreparedExport:
@@ -93,6 +137,27 @@ class DifferentiableFunction:
                 self._diff_out = self.flat.diff_out([a.dtype for a in out_avals])
                 self._primal, self.out_avals = prepared, out_avals
             return self._primal
+
+    def forward_plan(self, watched: tuple[int, ...]) -> ForwardPlan:
+        """What the forward op runs when tapes watch the inputs `watched` (a subset of
+        `diff_in`; empty: none watches, gradients if any recompute).
+
+        In residual mode with watched inputs: the residual forward of `for_inputs(watched)`;
+        otherwise (or when it cannot be exported) the plain module.
+        """
+        node = self.for_inputs(watched) if watched else self
+        forward = node.forward() if watched and self.mode == "residuals" else None
+        if forward is None:
+            prepared = node.primal()
+            return ForwardPlan(node, prepared, len(node.out_avals), None, node.diff_out())
+        return ForwardPlan(node, forward.prepared, forward.n_outputs,
+                           forward.structure.residual_sources, node.diff_out())
+
+    def backward_plan(self, with_residuals: bool) -> BackwardPlan:
+        """The gradient's exports: the VJP node, and the backward from residuals when
+        `with_residuals` (exported on first use)."""
+        return BackwardPlan(self.vjp_function(), self.backward() if with_residuals else None,
+                            self.diff_in, self.diff_out())
 
     def for_inputs(self, diff_in: tuple[int, ...]) -> "DifferentiableFunction":
         """This function with gradients for the inputs `diff_in` only (a subset of `diff_in`).

@@ -80,8 +80,11 @@ def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
     `max_calling_convention` caps the calling convention further (a `target_tf`'s).
 
     Example:
+        >>> import jax.numpy as jnp
         >>> exp = export(jnp.sin, (jax.ShapeDtypeStruct((3,), "float32"),), {},
         ...              platforms=None, disabled_checks=())
+        >>> exp.in_avals
+        (ShapedArray(float32[3]),)
     """
     from jax2tf_native import linalg_portable  # large module; only needed when exporting
     version = negotiated_calling_convention_version(max_calling_convention)

@@ -8,9 +8,9 @@ import jax
 import tensorflow as tf
 
 from jax2tf_native import (artifact_sandbox, export_cache, exporting, gradients,
-                           lapack_rewrite, tf_args, tf_runner, vjp_functions)
+                           lapack_rewrite, tf_args, tf_runner)
 from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
-from jax2tf_native.poly_specs import LeafSpec
+from jax2tf_native.exported_function import ExportedFunction, leaf_specs
 from tf_ops import custom_call_check, tf_targets, versions
 
 
@@ -28,7 +28,10 @@ def deserialize(exported_or_bytes, *, stablehlo_version: str | None = None
       ExportedModuleError: the bytes are truncated, corrupt, or not from `Exported.serialize()`.
 
     Example:
-        >>> exp = deserialize(blob)
+        >>> import numpy as np
+        >>> blob = jax.export.export(jax.jit(jax.numpy.cos))(np.zeros(3, np.float32)).serialize()
+        >>> deserialize(blob).fun_name
+        'cos'
     """
     if isinstance(exported_or_bytes, jax.export.Exported):
         return exported_or_bytes
@@ -45,54 +48,6 @@ def deserialize(exported_or_bytes, *, stablehlo_version: str | None = None
             f"({type(e).__name__}: {str(e)[:200]}). The bytes are truncated, corrupt, or not from "
             f"Exported.serialize(). Fix: pass the complete output of "
             f"jax.export.export(...)(...).serialize().") from None
-
-
-def _leaf_specs(exported: jax.export.Exported) -> list[LeafSpec]:
-    tree = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals)
-    specs = []
-    for key_path, aval in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        root = "args" if key_path[0].idx == 0 else "kwargs"
-        spec = "(" + ", ".join(str(d) for d in aval.shape) + ")"
-        specs.append(LeafSpec(tf_args.path_str(root, key_path[1:]), spec, tuple(aval.shape),
-                              aval.dtype))
-    return specs
-
-
-def _with_exported_vjp(exported: jax.export.Exported, prepared, stablehlo_version,
-                       target_tf=None):
-    """Runs `prepared` under a custom gradient given by `exported.vjp()` (recursively, as deep
-    as the artifact was serialized with `vjp_order`)."""
-    state = {}
-
-    def run(values, asserts):
-        @tf.custom_gradient
-        def unit(*xs):
-            outs = tf_runner.call_flat(prepared, xs, asserts)
-
-            def grad(*cts):
-                if not exported.has_vjp():
-                    raise NotImplementedError(
-                        f"'{exported.fun_name}' carries no VJP, so TF cannot differentiate it. "
-                        f"Fix: serialize it with Exported.serialize(vjp_order=1) (or higher for "
-                        f"higher-order gradients).")
-                if "vjp" not in state:
-                    state["vjp"] = call_exported(exported.vjp(),
-                                                 stablehlo_version=stablehlo_version,
-                                                 target_tf=target_tf)
-                # JAX's VJP takes a float0 cotangent (bool in TF) for integer outputs.
-                fixed = [tf.zeros_like(o, tf.bool) if not vjp_functions.is_differentiable(a.dtype)
-                         else (ct if ct is not None else tf.zeros_like(o))
-                         for ct, o, a in zip(cts, outs, exported.out_avals)]
-                in_cts = state["vjp"](*xs, *fixed)
-                return [ct if vjp_functions.is_differentiable(a.dtype) else None
-                        for ct, a in zip(in_cts, exported.in_avals)]
-
-            return outs, grad
-
-        outs = unit(*values)
-        return list(outs) if isinstance(outs, (list, tuple)) else [outs]
-
-    return run
 
 
 def _op_error_summary(e: tf.errors.OpError) -> str:
@@ -134,9 +89,11 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
       TargetTfError: the module cannot run in `target_tf` (the message names why and the fix).
 
     Example:
+        >>> import jax.numpy as jnp, numpy as np
         >>> blob = jax.export.export(jax.jit(jnp.cos))(np.zeros(3, np.float32)).serialize()
         >>> cos_tf = call_exported(blob)
-        >>> cos_tf(tf.zeros(3))
+        >>> cos_tf(tf.zeros(3)).numpy()
+        array([1., 1., 1.], dtype=float32)
     """
     target = tf_targets.resolve(target_tf)
     stablehlo_version = tf_targets.target_stablehlo_version(target, stablehlo_version)
@@ -145,14 +102,15 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
         enabled=rewrite_lapack)
     exported = exporting.exported_for_target(rewrite.exported, target)
     try:
-        prepared = tf_runner.prepare(exported, _leaf_specs(exported),
+        prepared = tf_runner.prepare(exported, leaf_specs(exported),
                                      stablehlo_version=stablehlo_version, target=target)
     except custom_call_check.CustomCallNotAllowedError as e:
         raise lapack_rewrite.with_failures(e, rewrite.failures) from None
-    checked = export_cache.LruCache(export_cache.DEFAULT_CACHE_SIZE)
-    run = (_with_exported_vjp(exported, prepared, stablehlo_version, target_tf) if with_gradient
-           else lambda values, asserts: gradients.prevent_gradient(
-               tf_runner.call_flat(prepared, values, asserts)))
+    node = ExportedFunction(exported, prepared, stablehlo_version, target)
+    checked = tf_runner.CheckedSignatures(export_cache.DEFAULT_CACHE_SIZE)
+
+    def run(values, asserts):
+        return gradients.call(node, values, asserts, with_gradient)
 
     def call(*args, **kwargs):
         leaves, treedef = tf_args.flatten_args(args, kwargs)
@@ -163,12 +121,10 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
                 f"with the exported structure.")
         eager = tf.executing_eagerly()
         key = tuple((leaf.shape, leaf.dtype) for leaf in leaves)
-        if eager and checked.get(key) is not None:
-            values, asserts = [leaf.value for leaf in leaves], []
+        if checked.node(key) is None:
+            values, asserts = checked.check(key, leaves, node)
         else:
-            values, asserts = tf_runner.check_args(prepared.leaf_specs, leaves)
-            if eager and all(l.dtype == s.dtype for l, s in zip(leaves, prepared.leaf_specs)):
-                checked.put(key, True)  # Only casts-free signatures may skip the checks.
+            values, asserts = [leaf.value for leaf in leaves], []
         if not eager:
             return jax.tree_util.tree_unflatten(exported.out_tree, run(values, asserts))
         try:

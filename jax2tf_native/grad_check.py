@@ -76,8 +76,13 @@ def check_grads_tf(fun: Callable, args: Sequence[Any], *, order: int = 2,
       GradientCheckError: naming the argument path, the order, the reference and the max error.
 
     Example:
-        >>> check_grads_tf(lambda w, x: jnp.tanh(x @ w).sum(), [np.ones((3, 2), np.float32),
-        ...                np.ones((4, 3), np.float32)], order=2)
+        >>> rows = check_grads_tf(lambda w, x: jnp.tanh(x @ w).sum(),
+        ...                       [np.ones((3, 2), np.float32), np.ones((4, 3), np.float32)],
+        ...                       order=2)
+        >>> sorted({(r.argument, r.order, r.reference) for r in rows})[:2]
+        [('args[0]', 1, 'jax'), ('args[0]', 1, 'numeric')]
+        >>> all(r.max_error <= r.tolerance for r in rows)
+        True
     """
     if not isinstance(order, int) or order < 1:
         raise ValueError(f"order must be an int >= 1, got {order!r}.")

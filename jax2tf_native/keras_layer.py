@@ -39,9 +39,14 @@ class JaxLayer(keras.layers.Layer):
       ValueError: Keras runs on another backend than TensorFlow.
 
     Example:
+        >>> import jax.numpy as jnp
         >>> layer = JaxLayer(lambda p, x: jnp.tanh(x @ p["w"]), {"w": np.ones((4, 2), "f4")})
         >>> model = keras.Sequential([keras.Input((4,)), layer, keras.layers.Dense(1)])
-        >>> model.compile("adam", "mse"); model.fit(x, y)
+        >>> model.compile("sgd", "mse")
+        >>> x, y = np.ones((8, 4), "f4"), np.zeros((8, 1), "f4")
+        >>> history = model.fit(x, y, epochs=1, verbose=0)
+        >>> [v.shape for v in layer.trainable_variables]
+        [TensorShape([4, 2])]
     """
 
     def __init__(self, fn: Callable, params: Any, *, polymorphic_shapes: Sequence | None = None,

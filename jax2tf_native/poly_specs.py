@@ -39,6 +39,20 @@ class LeafSpec:
         return jax.ShapeDtypeStruct(self.shape, self.dtype)
 
 
+def shape_spec(shape: Sequence) -> str:
+    """The shape string `polymorphic_shapes` takes for a (possibly symbolic) shape.
+
+    The one definition: `call_exported`'s argument specs and the SavedModel writer's
+    signatures both describe exported shapes with it.
+
+    Example:
+        >>> b, = jax.export.symbolic_shape("b")
+        >>> shape_spec((b, 28, 1))
+        '(b, 28, 1)'
+    """
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
 def _is_poly_shape(x) -> bool:
     # jax2tf.PolyShape (deprecated in JAX, still public in jax2tf) is a tuple of dims whose
     # str() is the equivalent shape string; matched by name so that jax2tf is not imported.

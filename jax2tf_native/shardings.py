@@ -50,9 +50,15 @@ def declared(fun: Callable, in_tree, in_structs: Sequence[Any]) -> FunctionShard
     `shard_map`) export as they are: their constraints are inside the module.
 
     Example:
-        >>> jf = jax.jit(f, in_shardings=NamedSharding(mesh, P("x")))
-        >>> declared(jf, treedef, [jax.ShapeDtypeStruct((8,), "float32")]).inputs
-        (NamedSharding(mesh=Mesh('x': 2, ...), spec=P('x',), ...),)
+        >>> from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+        >>> mesh = Mesh(jax.devices()[:1], ("x",))
+        >>> jf = jax.jit(lambda x: x * 2, in_shardings=NamedSharding(mesh, P("x")))
+        >>> x = jax.ShapeDtypeStruct((8,), "float32")
+        >>> treedef = jax.tree_util.tree_structure(((x,), {}))
+        >>> declared(jf, treedef, [x]).inputs[0].spec
+        P('x',)
+        >>> declared(lambda x: x * 2, treedef, [x]) is None
+        True
     """
     if not hasattr(fun, "trace"):
         return None

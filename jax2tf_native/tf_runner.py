@@ -1,21 +1,24 @@
 """Runs a prepared export on flat TF arguments: dtype and shape checks, then the XlaCallModule.
 
-Shared by `convert` and `call_exported`, so both give the same checks and errors.
+Shared by `convert` and `call_exported`, so both give the same checks and errors: `prepare`
+(an `Exported` made ready for TF), `CheckedSignatures` (the checks, and the eager shortcut that
+skips them after a cast-free call), `call_flat` (the op, via `tf_ops.xla_call_module`).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Any, Sequence
 
 import jax
 import numpy as np
 import tensorflow as tf
 
-from jax2tf_native import dim_vars, shardings
+from jax2tf_native import dim_vars, export_cache, shardings
 from jax2tf_native.errors import (ArgumentTypeError, ExportedModuleError,
                                    ModuleNotRunnableHereError)
 from jax2tf_native.poly_specs import LeafSpec
 from jax2tf_native.tf_args import ArgLeaf
+from tf_ops import arguments as tf_arguments
 from tf_ops import custom_call_check
 from tf_ops import dtypes as tf_dtypes
 from tf_ops import tf_targets
@@ -68,23 +71,11 @@ def _cast_for_x64(leaf: ArgLeaf, want: np.dtype) -> tf.Tensor:
         return leaf.value  # float0 cotangents travel as bool (tf_ops.dtypes.to_tf_dtype)
     if (not jax.config.jax_enable_x64
             and jax.dtypes.canonicalize_dtype(leaf.dtype) == want):
-        return tf.cast(leaf.value, tf_dtypes.to_tf_dtype(want))
+        return tf_arguments.cast(leaf.value, want)
     raise ArgumentTypeError(
         f"{leaf.path} has dtype {leaf.dtype}, but the function was converted for {want}. Fix: "
         f"pass {want} (e.g. tf.cast(x, tf.{tf_dtypes.to_tf_dtype(want).name})), or convert "
         f"again for {leaf.dtype}.")
-
-
-def actual_shapes(leaves: Sequence[ArgLeaf]) -> list[list]:
-    """Each dimension as an int when known now, else as a run-time scalar tensor."""
-    shapes = []
-    for leaf in leaves:
-        if all(d is not None for d in leaf.shape):
-            shapes.append(list(leaf.shape))
-            continue
-        dynamic = tf.shape(leaf.value)
-        shapes.append([d if d is not None else dynamic[i] for i, d in enumerate(leaf.shape)])
-    return shapes
 
 
 def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
@@ -96,8 +87,50 @@ def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
             f"{len(specs)}: {[s.path for s in specs]}. Fix: pass arguments with the same pytree "
             f"structure as at conversion.")
     values = [_cast_for_x64(leaf, spec.dtype) for leaf, spec in zip(leaves, specs)]
-    asserts = dim_vars.solve_and_check(specs, actual_shapes(leaves), constraints)
+    asserts = dim_vars.solve_and_check(
+        specs, tf_arguments.shapes([leaf.value for leaf in leaves],
+                                   [leaf.shape for leaf in leaves]), constraints)
     return values, asserts
+
+
+class CheckedSignatures:
+    """The eager shortcut shared by `convert` and `call_exported` (its one definition): after
+    an eager call whose arguments needed no cast, a later eager call with the same key (its
+    TF-side signature) skips the checks and takes the node remembered for it. Graph calls
+    always check: their asserts are ops of the graph.
+
+    Example:
+        >>> import numpy as np
+        >>> from jax2tf_native.tf_args import flatten_args
+        >>> from jax2tf_native.poly_specs import LeafSpec
+        >>> class Node:
+        ...     specs = (LeafSpec("args[0]", None, (2,), np.dtype("float32")),)
+        ...     constraints = ()
+        >>> checked = CheckedSignatures(8)
+        >>> leaves, _ = flatten_args((tf.ones(2),), {})
+        >>> key = ((2,), np.dtype("float32"))
+        >>> checked.node(key) is None
+        True
+        >>> values, asserts = checked.check(key, leaves, Node)
+        >>> checked.node(key) is Node
+        True
+    """
+
+    def __init__(self, size: int):
+        self.cache = export_cache.LruCache(size)
+
+    def node(self, key) -> Any | None:
+        """The node of an earlier cast-free eager call with `key`; None in graphs or if none."""
+        return self.cache.get(key) if tf.executing_eagerly() else None
+
+    def check(self, key, leaves: Sequence[ArgLeaf], node) -> tuple[list, list]:
+        """`check_args` against `node.specs` and `node.constraints`; remembers `node` for `key`
+        when the call is eager and needed no cast."""
+        values, asserts = check_args(node.specs, leaves, node.constraints)
+        if tf.executing_eagerly() and all(l.dtype == s.dtype
+                                          for l, s in zip(leaves, node.specs)):
+            self.cache.put(key, node)
+        return values, asserts
 
 
 def call_flat(prepared: PreparedExport, values: Sequence[tf.Tensor],
@@ -111,6 +144,4 @@ def call_flat(prepared: PreparedExport, values: Sequence[tf.Tensor],
     problem = prepared.tf_module.problem_here
     if problem and tf.executing_eagerly():
         raise ModuleNotRunnableHereError(problem)
-    # The op itself waits for the asserts (no identity copies of the inputs).
-    with tf.control_dependencies(asserts):
-        return xla_call_module.call(prepared.tf_module, values)
+    return xla_call_module.call(prepared.tf_module, values, after=asserts)

@@ -1,15 +1,44 @@
-"""The only code that builds TensorFlow ops for jax2tf-native.
+"""The TensorFlow side of jax2tf-native: what TF reads, and the TF ops of a converted call.
 
 `tf_ops` knows TensorFlow: dtypes, the `XlaCallModule` op and its attributes, the StableHLO and
-calling-convention versions the installed TF reads, and platforms. It never imports user code:
-it receives `jax.export.Exported` records and TF tensors.
+calling-convention versions a TF reads, platforms, gradient tapes. It never imports
+`jax2tf_native` or user code: it receives `jax.export.Exported` records, parsed MLIR modules
+and TF tensors. (Re-serializing and checking a module uses JAX's MLIR bindings, and `dtypes`
+maps JAX's float0, so those modules import `jax`; `platforms`, `mlir_walk`, `gradient_ops`,
+`tape_state`, `runnable`, `shardings`, `custom_call_allowlist`, `versions` and `tf_targets`
+import no JAX.)
 
+What it owns, precisely: every TF op on the path of a converted call (`convert`,
+`call_exported`) is built here —
+- the `XlaCallModule` op, its platform guard, the `XlaSharding` ops around it, its node
+  attributes, and its control dependency on the run-time shape asserts (`xla_call_module`,
+  `shardings`);
+- the ops on the call's arguments and results: dtype casts, run-time shapes, jax2tf's
+  `jax2tf_arg_{i}` / `jax2tf_out` identities (`arguments`);
+- the ops around a gradient unit: gradient cuts, `PreventGradient`, `tf.stop_gradient` on
+  residuals, the zeros of cotangents TF leaves out (`gradient_ops`), and the records on tapes
+  (`tape_state`).
+Three places of `jax2tf_native` build TF ops too, on purpose: `gradients` wraps a call in
+`tf.custom_gradient` (with its "jax2tf_vjp" name scope) because the unit's forward and backward
+are `jax2tf_native` functions that TF calls back; `dim_vars` builds the dimension arithmetic
+and `tf.debugging` asserts of symbolic shapes, which raise `jax2tf_native.errors`; and the
+user-facing TF objects (`tf_args`' tensors, `tf_variables`, `keras_layer`, `frameworks`, the
+`grad_check` tool) are what those modules are for.
+
+- `arguments`: the ops on a call's arguments and results (casts, shapes, graph names).
+- `custom_call_allowlist`: the custom-call targets we stand behind, per platform.
+- `custom_call_check`: finds every custom call of a module and checks it against the allowlist.
 - `dtypes`: JAX <-> TF dtype mapping.
-- `versions`: what the installed TensorFlow can read (StableHLO, calling convention).
+- `gradient_ops`: the TF ops around a gradient unit.
+- `mlir_walk`: the one walk over a module's ops, and the one custom-call target reader.
 - `module_for_tf`: re-serializes an exported module so that a given TF can deserialize it.
-- `platforms`: platform names, and the accelerators TF sees on this host.
+- `module_verify`: checks a parsed module and its artifact's fields before use.
+- `platforms`: the one list of platform names, and their validation.
 - `runnable`: whether this host can run a module (platforms, multi-device ops), without JAX.
 - `shardings`: XlaSharding ops carrying a module's input/output shardings in graphs.
+- `tape_state`: what TF's gradient tapes record now.
+- `tf_targets`: the TF versions we target, measured (StableHLO version, calling convention).
+- `versions`: what the installed TensorFlow can read (StableHLO, calling convention).
 - `xla_call_module`: builds the one `XlaCallModule` op (and the guard for modules this host
   cannot run).
 """

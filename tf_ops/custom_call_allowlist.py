@@ -23,8 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-# Platform names as JAX spells them in `Exported.platforms`.
-ALL_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+from tf_ops.platforms import JAX_PLATFORMS as ALL_PLATFORMS
 
 
 @dataclasses.dataclass(frozen=True)

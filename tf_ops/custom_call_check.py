@@ -12,9 +12,13 @@ import re
 from typing import Iterable, Sequence
 
 import jax
+import jax.extend.mlir
+import jax.interpreters.mlir as jax_mlir
 from jax.extend.mlir import ir
 
-from tf_ops.custom_call_allowlist import ALL_PLATFORMS, ALLOWLIST_BY_TARGET
+from tf_ops import mlir_walk
+from tf_ops import platforms as tf_platforms
+from tf_ops.custom_call_allowlist import ALLOWLIST_BY_TARGET
 
 # JAX's own check treats custom_call("ALL") as "allow every target"; we keep that meaning.
 _ALLOW_ALL = "ALL"
@@ -86,23 +90,6 @@ class _CallSite:
     location: str
 
 
-def _walk(op: ir.Operation, function: str, found: list[CustomCallSite],
-          calls: dict[str, _CallSite]) -> None:
-    name = op.name
-    if name == "func.func":
-        function = ir.StringAttr(op.attributes["sym_name"]).value
-    elif name == "stablehlo.custom_call":
-        target = ir.StringAttr(op.attributes["call_target_name"]).value
-        found.append(CustomCallSite(target, _location_text(op.location), function))
-    elif name == "func.call":
-        callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-        calls.setdefault(callee, _CallSite(function, _location_text(op.location)))
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                _walk(child.operation, function, found, calls)
-
-
 def _with_call_chain(site: CustomCallSite, calls: dict[str, _CallSite]) -> CustomCallSite:
     # JAX lowers a nested jit once into a private function whose ops carry only the op name;
     # the user's file and line are on the func.call that reaches it, so follow the callers.
@@ -127,15 +114,36 @@ def find_custom_calls(module: ir.Module) -> list[CustomCallSite]:
     location of the call that reaches it appended (that is where the user's source line is).
 
     Example:
-        >>> with jax.interpreters.mlir.make_ir_context():
+        >>> import jax.numpy as jnp, numpy as np
+        >>> exp = jax.export.export(jax.jit(jnp.linalg.qr))(np.zeros((3, 3), np.float32))
+        >>> with jax_mlir.make_ir_context():
         ...     module = jax.extend.mlir.deserialize_portable_artifact(exp.mlir_module_serialized)
         ...     [s.target for s in find_custom_calls(module)]
         ['lapack_sgeqrf_ffi', 'lapack_sorgqr_ffi']
     """
     found: list[CustomCallSite] = []
     calls: dict[str, _CallSite] = {}
-    _walk(module.operation, "", found, calls)
+    for op, function, target in mlir_walk.walk(module.operation, with_functions=True):
+        if target is not None:
+            found.append(CustomCallSite(target, _location_text(op.location), function))
+        elif op.name == "func.call":
+            calls.setdefault(mlir_walk.string_attribute(op, "callee"),
+                             _CallSite(function, _location_text(op.location)))
     return [_with_call_chain(site, calls) for site in found]
+
+
+def custom_call_targets(exported: jax.export.Exported) -> list[str]:
+    """The distinct custom-call targets of an exported module, sorted.
+
+    Example:
+        >>> import jax.numpy as jnp, numpy as np
+        >>> exp = jax.export.export(jax.jit(jnp.linalg.qr))(np.zeros((3, 3), np.float32))
+        >>> custom_call_targets(exp)
+        ['lapack_sgeqrf_ffi', 'lapack_sorgqr_ffi']
+    """
+    with jax_mlir.make_ir_context():
+        module = jax.extend.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+        return sorted({site.target for site in find_custom_calls(module)})
 
 
 def _allowed_by_disabled_checks(
@@ -151,18 +159,6 @@ def _allowed_by_disabled_checks(
         if target is not None:
             allowed.add(target)
     return allowed
-
-
-def _canonical_platforms(platforms: Sequence[str] | str) -> tuple[str, ...]:
-    if isinstance(platforms, str):
-        platforms = (platforms,)
-    names = tuple(dict.fromkeys(str(p).lower() for p in platforms))
-    unknown = [p for p in names if p not in ALL_PLATFORMS]
-    if unknown or not names:
-        raise ValueError(
-            f"platforms must be a non-empty subset of {ALL_PLATFORMS}, got {tuple(platforms)!r}. "
-            f"Fix: pass the platforms the module was exported for, e.g. Exported.platforms.")
-    return names
 
 
 def rejection_reason(target: str, platforms: Sequence[str]) -> str | None:
@@ -205,11 +201,24 @@ def check_custom_calls(module: ir.Module, *, platforms: Sequence[str] | str,
       TypeError: a `disabled_checks` entry is not a `DisabledSafetyCheck`.
 
     Example:
-        >>> check_custom_calls(module, platforms=("cpu",),
-        ...                    disabled_checks=[jax.export.DisabledSafetyCheck.custom_call(
-        ...                        "lapack_sgeqrf_ffi")])
+        >>> import jax.numpy as jnp, numpy as np
+        >>> exp = jax.export.export(jax.jit(jnp.linalg.qr))(np.zeros((3, 3), np.float32))
+        >>> with jax_mlir.make_ir_context():
+        ...     module = jax.extend.mlir.deserialize_portable_artifact(exp.mlir_module_serialized)
+        ...     check_custom_calls(module, platforms=("cpu",))
+        Traceback (most recent call last):
+        ...
+        tf_ops.custom_call_check.CustomCallNotAllowedError: The module (platforms cpu) contains 2 custom-call target(s) that TensorFlow cannot be relied on to run:
+        ...
+        >>> allow = [jax.export.DisabledSafetyCheck.custom_call(t)
+        ...          for t in ("lapack_sgeqrf_ffi", "lapack_sorgqr_ffi")]
+        >>> with jax_mlir.make_ir_context():
+        ...     module = jax.extend.mlir.deserialize_portable_artifact(exp.mlir_module_serialized)
+        ...     check_custom_calls(module, platforms=("cpu",), disabled_checks=allow)
     """
-    platforms = _canonical_platforms(platforms)
+    platforms = tf_platforms.canonical_platforms(
+        platforms, fix="Fix: pass the platforms the module was exported for, e.g. "
+                       "Exported.platforms.")
     overridden = _allowed_by_disabled_checks(disabled_checks)
     if _ALLOW_ALL in overridden:
         return

@@ -17,6 +17,8 @@ import jax.interpreters.mlir as jax_mlir
 import numpy as np
 from jax.extend.mlir import ir
 
+from tf_ops import mlir_walk
+
 
 class ModuleVerifyError(ValueError):
     """The module, or the fields describing it, are malformed. The message says which part."""
@@ -45,22 +47,16 @@ _SHAPE_ASSERTION_ATTRIBUTES = {"api_version", "backend_config", "call_target_nam
 
 
 def _check_shape_assertions(op: ir.Operation) -> None:
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                if child.name == "stablehlo.custom_call" and \
-                        "call_target_name" in child.attributes and \
-                        ir.StringAttr(child.attributes["call_target_name"]).value == \
-                        "shape_assertion":
-                    names = {child.attributes[i].name for i in range(len(child.attributes))}
-                    operands = [str(o.type) for o in child.operands]
-                    if (names - _SHAPE_ASSERTION_ATTRIBUTES or "error_message" not in names
-                            or not operands or operands[0] != "tensor<i1>"):
-                        raise ModuleVerifyError(
-                            f"The exported module has a malformed shape_assertion (attributes "
-                            f"{sorted(names)}, operands {operands}). {FIX}")
-                _check_shape_assertions(child)
+    for child, _, target in mlir_walk.walk(op):
+        if target != "shape_assertion":
+            continue
+        names = {child.attributes[i].name for i in range(len(child.attributes))}
+        operands = [str(o.type) for o in child.operands]
+        if (names - _SHAPE_ASSERTION_ATTRIBUTES or "error_message" not in names
+                or not operands or operands[0] != "tensor<i1>"):
+            raise ModuleVerifyError(
+                f"The exported module has a malformed shape_assertion (attributes "
+                f"{sorted(names)}, operands {operands}). {FIX}")
 
 
 def _first_line(e: BaseException) -> str:

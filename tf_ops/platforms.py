@@ -1,17 +1,20 @@
-"""Platform names, and which accelerator platforms TensorFlow sees on this host."""
+"""Platform names: the one list of them, and their validation. Imports neither JAX nor TF."""
 from __future__ import annotations
 
-import functools
 from typing import Sequence
 
-import tensorflow as tf
-
-# Names JAX uses in `Exported.platforms`, and the XLA platform names XlaCallModule expects.
+# Names JAX uses in `Exported.platforms` (XlaCallModule takes them upper-case). The one
+# definition: the allowlist, the custom-call check and the runnable-here probe use it.
 JAX_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
+_FIX = "Fix: e.g. platforms=('cpu', 'cuda')."
 
-def canonical_platforms(platforms: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    """Validates user platform names ("cpu", "cuda", "rocm", "tpu"); "gpu" means "cuda".
+
+def canonical_platforms(platforms: Sequence[str] | str | None,
+                        fix: str = _FIX) -> tuple[str, ...] | None:
+    """Validates platform names ("cpu", "cuda", "rocm", "tpu"); "gpu" means "cuda".
+
+    `fix` ends the error message (what the caller should pass).
 
     Example:
         >>> canonical_platforms(["CPU", "gpu"])
@@ -25,22 +28,10 @@ def canonical_platforms(platforms: Sequence[str] | str | None) -> tuple[str, ...
         names = [str(p).lower() for p in platforms]
     except TypeError:
         raise TypeError(f"platforms must be a sequence of platform names, got {platforms!r}. "
-                        f"Fix: e.g. platforms=('cpu', 'cuda').") from None
+                        f"{fix}") from None
     names = ["cuda" if p == "gpu" else p for p in names]
     unknown = [p for p in names if p not in JAX_PLATFORMS]
     if unknown or not names:
         raise ValueError(f"platforms must be a non-empty subset of {JAX_PLATFORMS}, got "
-                         f"{tuple(platforms)!r} (unknown: {unknown}). Fix: e.g. "
-                         f"platforms=('cpu', 'cuda').")
+                         f"{tuple(platforms)!r} (unknown: {unknown}). {fix}")
     return tuple(dict.fromkeys(names))
-
-
-@functools.cache
-def tf_accelerator_platforms() -> tuple[str, ...]:
-    """The accelerator platforms TF can see on this host ("cuda"/"tpu"), empty on a CPU host."""
-    found = []
-    if tf.config.list_logical_devices("GPU"):
-        found.append("cuda")
-    if tf.config.list_logical_devices("TPU"):
-        found.append("tpu")
-    return tuple(found)

@@ -15,10 +15,12 @@ comes when the op would run here, naming both sides and the fix.
 """
 from __future__ import annotations
 
-import re
+import functools
 from typing import Sequence
 
-from tf_ops import platforms as tf_platforms
+import tensorflow as tf
+
+from tf_ops import mlir_walk
 
 # Imports no JAX: saved_model_tools.inspect uses it on serving hosts without JAX.
 
@@ -43,26 +45,27 @@ def multi_device_ops(module) -> tuple[str, ...]:
     """Names of the ops in `module` (an MLIR `ir.Module`) that need a partitioned multi-device
     run (sorted, unique)."""
     found = set()
-
-    def walk(op: ir.Operation) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    name = child.operation.name
-                    if name in MULTI_DEVICE_OPS:
-                        found.add(name)
-                    elif name == "stablehlo.custom_call":
-                        target = str(child.operation.attributes["call_target_name"]).strip('"')
-                        if target in MULTI_DEVICE_CUSTOM_CALLS:
-                            found.add(f"custom_call @{target}")
-                    walk(child.operation)
-
-    walk(module.operation)
+    for op, _, target in mlir_walk.walk(module.operation):
+        if op.name in MULTI_DEVICE_OPS:
+            found.add(op.name)
+        elif target in MULTI_DEVICE_CUSTOM_CALLS:
+            found.add(f"custom_call @{target}")
     return tuple(sorted(found))
 
 
+@functools.cache
+def tf_accelerator_platforms() -> tuple[str, ...]:
+    """The accelerator platforms TF can see on this host ("cuda"/"tpu"), empty on a CPU host."""
+    found = []
+    if tf.config.list_logical_devices("GPU"):
+        found.append("cuda")
+    if tf.config.list_logical_devices("TPU"):
+        found.append("tpu")
+    return tuple(found)
+
+
 def host_description() -> str:
-    accelerators = tf_platforms.tf_accelerator_platforms()
+    accelerators = tf_accelerator_platforms()
     if not accelerators:
         return "TensorFlow on this host has only a CPU device"
     return f"TensorFlow on this host sees accelerators {accelerators}"
@@ -79,7 +82,7 @@ def problem_here(fun_name: str, platforms: Sequence[str], nr_devices: int,
         >>> problem_here("f", ("tpu",), 1, (), False)
         "'f' was exported for platforms ('tpu',), but TensorFlow on this host has only ..."
     """
-    if tf_platforms.tf_accelerator_platforms():
+    if tf_accelerator_platforms():
         return None
     platforms = tuple(p.lower() for p in platforms)
     if "cpu" not in platforms and not platform_check_disabled:

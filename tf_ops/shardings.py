@@ -55,7 +55,17 @@ def shard(tensor: tf.Tensor, hlo_sharding, *, shardy: bool) -> tf.Tensor:
     """`tensor` through an `XlaSharding` op for `hlo_sharding` (None: unspecified, unchanged).
 
     Example:
-        >>> y = shard(x, exported_hlo_sharding, shardy=True)   # inside a tf.function
+        >>> class Tiled:   # stands for a JAX HloSharding (`Exported.in_shardings_hlo`)
+        ...     def to_proto(self):
+        ...         return xla_data_pb2.OpSharding(
+        ...             type=xla_data_pb2.OpSharding.OTHER, tile_assignment_dimensions=[2],
+        ...             tile_assignment_devices=[0, 1])
+        >>> @tf.function
+        ... def f(x):
+        ...     return shard(x, Tiled(), shardy=False)
+        >>> graph = f.get_concrete_function(tf.TensorSpec((8,))).graph
+        >>> [op.type for op in graph.get_operations() if op.type == "XlaSharding"]
+        ['XlaSharding']
     """
     if hlo_sharding is None:
         return tensor

@@ -35,6 +35,29 @@ def watched(tensors: Sequence[tf.Tensor]) -> list[bool]:
     return [bool(_record.should_record_backprop([t])) for t in tensors]
 
 
+def watched_inputs(values: Sequence[tf.Tensor], candidates: Sequence[int]
+                   ) -> tuple[int, ...] | None:
+    """Which of `values[i]`, `i` in `candidates`, a recording gradient tape watches now.
+
+    Returns None when no gradient can ever be asked of an op run now (eager, and no tape or
+    accumulator active); () when none is watched but one may still be asked (an accumulator,
+    or in a graph `tf.gradients` / an outer tape later).
+
+    Example:
+        >>> x, y = tf.constant(1.0), tf.constant(2.0)
+        >>> watched_inputs([x, y], (0, 1)) is None
+        True
+        >>> with tf.GradientTape() as tape:
+        ...     tape.watch(y)
+        ...     watched_inputs([x, y], (0, 1))
+        (1,)
+    """
+    if could_record():
+        return tuple(i for i, w in zip(candidates, watched([values[i] for i in candidates]))
+                     if w)
+    return None if tf.executing_eagerly() else ()
+
+
 def stop_recording():
     """A context in which ops are recorded on no tape or accumulator (as inside a custom
     gradient's forward function)."""

@@ -121,7 +121,8 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     Example:
         >>> exp = jax.export.export(jax.jit(jnp.sin))(jax.ShapeDtypeStruct((3,), "float32"))
         >>> tf_module = tf_module_from_exported(exp)
-        >>> call(tf_module, [tf.ones(3)])
+        >>> call(tf_module, [tf.zeros(3)])[0].numpy()
+        array([0., 0., 0.], dtype=float32)
     """
     module_verify.check_fields(exported)
     if target is not None:
@@ -201,7 +202,8 @@ def _add_to_graph(tf_module: TfModule) -> list[str]:
     return [f.function_def.signature.name for f in tf_module.tf_functions]
 
 
-def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor],
+         after: Sequence = ()) -> list[tf.Tensor]:
     """Builds (in a graph) or runs (eagerly) the XlaCallModule op on all flat inputs.
 
     `args_flat` holds one tensor per exported input, already of the exported dtypes; the inputs
@@ -210,7 +212,8 @@ def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor]) -> list[tf.Tensor]
     `problem_here` when executed on a platform where the module cannot run.
 
     Eagerly, callers check `problem_here` first (`jax2tf_native.tf_runner.call_flat` raises
-    `ModuleNotRunnableHereError`).
+    `ModuleNotRunnableHereError`). In a graph the op runs after the ops `after` (e.g. run-time
+    shape asserts), without identity copies of its inputs.
     """
     eager = tf.executing_eagerly()
     kept = [args_flat[i] for i in tf_module.kept_var_idx]
@@ -221,7 +224,7 @@ def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor]) -> list[tf.Tensor]
                                    shardy=tf_module.use_shardy)
         if tf_module.problem_here:
             guards.append(_guard(tf_module))
-    with tf.control_dependencies(guards):
+    with tf.control_dependencies(list(after) + guards):
         outputs = _call_module(tf_module, kept)
     if not eager:
         outputs = shardings.shard_all(outputs, tf_module.out_shardings, shardy=tf_module.use_shardy)

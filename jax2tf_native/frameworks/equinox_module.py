@@ -17,8 +17,12 @@ def functional_model(module: eqx.Module, variables: Any = None, *, method=None,
     """`apply(arrays, *args)` == `module(*args, **call_kwargs)`.
 
     Example:
-        >>> model = functional_model(eqx.nn.MLP(4, 2, 8, 2, key=jax.random.key(0)))
-        >>> model.apply(model.params, x)
+        >>> import jax, numpy as np
+        >>> mlp = eqx.nn.MLP(4, 2, 8, 2, key=jax.random.key(0))
+        >>> model = functional_model(mlp)
+        >>> x = np.ones(4, np.float32)
+        >>> np.allclose(model.apply(model.params, x), mlp(x))
+        True
     """
     if variables is not None:
         raise TypeError("an eqx.Module holds its own arrays; pass variables= only for Linen.")

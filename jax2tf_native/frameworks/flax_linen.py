@@ -16,8 +16,13 @@ def functional_model(module: nn.Module, variables: Any = None, *, method=None,
     """`apply(variables, *args)` == `module.apply(variables, *args, method=method, **kw)`.
 
     Example:
-        >>> variables = resnet.init(jax.random.key(0), images, train=False)
-        >>> model = functional_model(resnet, variables, train=False)
+        >>> import jax, numpy as np
+        >>> dense = nn.Dense(3)
+        >>> x = np.ones((2, 4), np.float32)
+        >>> variables = dense.init(jax.random.key(0), x)
+        >>> model = functional_model(dense, variables)
+        >>> np.allclose(model.apply(model.params, x), dense.apply(variables, x))
+        True
     """
     if variables is None or not hasattr(variables, "keys"):
         raise TypeError(f"a Linen module needs its variables (the dict `module.init` returns), "

@@ -20,9 +20,14 @@ def functional_model(module: nnx.Module, variables: Any = None, *, method=None,
     """`apply({"params": ..., "state": ...}, *args)` == `module(*args, **call_kwargs)`.
 
     Example:
-        >>> model = functional_model(cnn)   # cnn: an nnx.Module
+        >>> import numpy as np
+        >>> linear = nnx.Linear(4, 3, rngs=nnx.Rngs(0))
+        >>> model = functional_model(linear)
         >>> sorted(model.params)
         ['params', 'state']
+        >>> x = np.ones((2, 4), np.float32)
+        >>> np.allclose(model.apply(model.params, x), linear(x))
+        True
     """
     if variables is not None:
         raise TypeError("an nnx.Module holds its own variables; pass variables= only for Linen.")

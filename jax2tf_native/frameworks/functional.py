@@ -58,8 +58,15 @@ def functional_model(model: Any, variables: Any = None, *, method: str | Callabl
       TypeError: the model is none of these (the message lists what is accepted).
 
     Example:
-        >>> model = functional_model(nnx_cnn)          # nnx.Module, e.g. after cnn.eval()
-        >>> model.apply(model.params, images)           # == nnx_cnn(images)
+        >>> import numpy as np
+        >>> from flax import nnx
+        >>> linear = nnx.Linear(4, 3, rngs=nnx.Rngs(0))   # e.g. after module.eval()
+        >>> model = functional_model(linear)
+        >>> model.framework
+        'flax.nnx'
+        >>> x = np.ones((2, 4), np.float32)
+        >>> np.allclose(model.apply(model.params, x), linear(x))
+        True
     """
     if isinstance(model, FunctionalModel):
         return model
@@ -133,10 +140,14 @@ def convert_model(model: Any, *, polymorphic_shapes: Sequence | str | None = Non
         `polymorphic_constraints`, `linalg`).
 
     Example:
-        >>> tf_cnn = convert_model(nnx_cnn, polymorphic_shapes=["(b, 28, 28, 1)"])
+        >>> from flax import nnx
+        >>> tf_linear = convert_model(nnx.Linear(4, 3, rngs=nnx.Rngs(0)),
+        ...                           polymorphic_shapes=["(b, 4)"])
         >>> with tf.GradientTape() as tape:
-        ...     loss = tf.reduce_mean(tf_cnn(images) ** 2)
-        >>> grads = tape.gradient(loss, tf_cnn.trainable_variables)
+        ...     loss = tf.reduce_mean(tf_linear(tf.ones((5, 4))) ** 2)
+        >>> grads = tape.gradient(loss, tf_linear.trainable_variables)
+        >>> sorted(tuple(g.shape) for g in grads)
+        [(3,), (4, 3)]
     """
     functional = functional_model(model, variables, method=method, **(call_kwargs or {}))
     converted = converter.convert(functional.apply,

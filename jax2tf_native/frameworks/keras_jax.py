@@ -45,8 +45,15 @@ def functional_model(model: keras.Model, variables: Any = None, *, method=None,
         importing keras), or the model is not built.
 
     Example:
-        >>> model = functional_model(keras_model, training=False)
-        >>> sorted(model.params)
+        >>> import os, subprocess, sys
+        >>> program = "; ".join([  # Keras picks its backend once per process: a new one
+        ...     "import keras",
+        ...     "from jax2tf_native.frameworks.keras_jax import functional_model",
+        ...     "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])",
+        ...     "print(sorted(functional_model(model, training=False).params))"])
+        >>> env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
+        >>> print(subprocess.run([sys.executable, "-c", program], env=env, check=True,
+        ...                      capture_output=True, text=True).stdout.strip())
         ['non_trainable', 'trainable']
     """
     if keras.backend.backend() != "jax":
