@@ -1,4 +1,4 @@
-"""Portable linear algebra in TF vs JAX's native LAPACK: solve, cholesky, svd at n = 64, 512.
+"""Portable linear algebra in TF vs JAX's native LAPACK: solve, cholesky, qr, eigh, svd at n = 64, 512.
 
 TF portable: the function exported inside `linalg_portable.export_scope` and run by
 XlaCallModule inside a tf.function. JAX native: `jax.jit` of the same function (LAPACK).
@@ -57,7 +57,7 @@ def _inputs(op: str, n: int):
     a = (rng.standard_normal((n, n)) / np.sqrt(n) + np.eye(n)).astype(np.float32)
     if op == "solve":
         return a, rng.standard_normal((n, 1)).astype(np.float32)
-    if op == "cholesky":
+    if op in ("cholesky", "eigh"):
         return ((a @ a.T + np.eye(n)).astype(np.float32),)
     return (a,)
 
@@ -65,8 +65,12 @@ def _inputs(op: str, n: int):
 OPS = {
     "solve": jnp.linalg.solve,
     "cholesky": jnp.linalg.cholesky,
+    "qr": jnp.linalg.qr,
+    "eigh": jnp.linalg.eigh,
     "svd": lambda a: jnp.linalg.svd(a, full_matrices=False),
 }
+# Outputs compared element-wise (the others are unique only up to signs).
+_COMPARED = {"solve": [0], "cholesky": [0], "qr": [1], "eigh": [0], "svd": [1]}
 
 
 # TODO(lead): switch to jax2tf_native.convert(fun, linalg="portable") once it lands.
@@ -129,11 +133,12 @@ def first_call_seconds(fn) -> float:
     return time.perf_counter() - start
 
 
-def bench(rounds_small: int, rounds_large: int) -> dict:
+def bench(rounds_small: int, rounds_large: int, ops=tuple(OPS), sizes=SIZES) -> dict:
     load_start = os.getloadavg()[0]
     rows = []
-    for n in SIZES:
-        for op, fun in OPS.items():
+    for n in sizes:
+        for op in ops:
+            fun = OPS[op]
             args = _inputs(op, n)
             jitted = jax.jit(fun)
             jax_call = lambda jitted=jitted, args=args: jax.block_until_ready(jitted(*args))
@@ -146,10 +151,9 @@ def bench(rounds_small: int, rounds_large: int) -> dict:
                                 warmup=1 if large else 3)
             want = [np.asarray(x) for x in jax.tree.leaves(jitted(*args))]
             got = [np.asarray(x) for x in tf_call()]
-            # Sign-free check: singular values for svd, the outputs otherwise.
-            idx = [1] if op == "svd" else range(len(want))
-            max_rel_diff = max(float(np.max(np.abs(got[i] - want[i])) / np.max(np.abs(want[i])))
-                               for i in idx)
+            # Sign-free outputs only: R's rows and eigen/singular vectors may differ in sign.
+            max_rel_diff = max(float(np.max(np.abs(np.abs(got[i]) - np.abs(want[i])))
+                                     / np.max(np.abs(want[i]))) for i in _COMPARED[op])
             rows.append({
                 "op": op, "n": n, "dtype": "float32",
                 "jax_native": stats["jax_native"], "tf_portable": stats["tf_portable"],
@@ -225,8 +229,14 @@ def main() -> None:
     parser.add_argument("--rounds-large", type=int, default=5, help="rounds at n = 512")
     parser.add_argument("--multithreaded", action="store_true",
                         help="keep each runtime's default thread pools (read before imports)")
+    parser.add_argument("--ops", default=",".join(OPS), help="comma-separated subset of ops")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="matrix sizes")
+    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
-    payload = bench(args.rounds_small, args.rounds_large)
+    payload = bench(args.rounds_small, args.rounds_large, tuple(args.ops.split(",")),
+                    tuple(int(s) for s in args.sizes.split(",")))
+    if args.no_write:
+        return
     write_results("linalg", payload, markdown(payload))
 
 

@@ -14,13 +14,6 @@ from jax.interpreters import mlir
 from jax2tf_native.linalg.common import HIGHEST, batched
 
 
-def _hlo_cholesky_rule(ctx, operand):
-    del ctx
-    # Measured: for a matrix that is not positive definite XLA's expansion
-    # returns NaN in the whole lower triangle, as JAX's LAPACK path does.
-    return [hlo.cholesky(operand, lower=ir.BoolAttr.get(True))]
-
-
 # Measured in TF at n = 512 (one thread): XLA's expansion 58 ms, blocks of
 # 128 -> 26 ms, 64 -> 6 ms (JAX's LAPACK: 5 ms). First call (compile) 1.7 s
 # -> 4.7 s, paid once per shape.
@@ -61,23 +54,34 @@ def _cholesky_2d(a):
             a = a.at[k + b:, k:k + b].set(l21)
             a = a.at[k + b:, k + b:].add(
                 -jnp.matmul(l21, jnp.conj(l21.T), precision=HIGHEST))
-    lower = jnp.tril(a)
-    # LAPACK's contract, kept by JAX: a matrix that is not positive definite
-    # gives NaN in the whole lower triangle, not just from the failing column.
+    return a
+
+
+def _potrf_result(a, factored):
+    """What JAX's LAPACK lowering returns: potrf's output, or all NaN on failure.
+
+    potrf(uplo='L') writes L into the lower triangle and leaves the strict upper
+    triangle as the input had it; JAX then replaces the whole matrix with NaN
+    when potrf reports failure (a matrix that is not positive definite, or NaN).
+    """
+    lower = jnp.tril(factored)
     failed = jnp.any(jnp.isnan(lower))
-    return jnp.where(failed, jnp.tril(jnp.full_like(lower, jnp.nan)), lower)
+    return jnp.where(failed, jnp.full_like(a, jnp.nan), lower + jnp.triu(a, 1))
 
 
 def _cholesky_impl(a):
-    return batched(_cholesky_2d, a.ndim - 2)(a)
+    def one(a):
+        n = a.shape[-1]
+        # The blocked loop unrolls over a static n; a symbolic n takes the rolled loop.
+        factor = _cholesky_2d if isinstance(n, (int, np.integer)) else _cholesky_unblocked
+        return _potrf_result(a, factor(a))
+
+    return batched(one, a.ndim - 2)(a)
 
 
 def _cholesky_rule(ctx, a):
-    # XLA's own Cholesky expansion runs ~10x slower than this on CPU (its
-    # unblocked part dominates; benchmarks/results/linalg.md).
-    n = ctx.avals_in[0].shape[-1]
-    if not isinstance(n, (int, np.integer)):
-        return _hlo_cholesky_rule(ctx, a)  # the blocked loop needs a static n
+    # XLA's own Cholesky expansion (stablehlo.cholesky) runs ~10x slower than
+    # this on CPU (its unblocked part dominates; benchmarks/results/linalg.md).
     return mlir.lower_fun(_cholesky_impl, multiple_results=False)(ctx, a)
 
 

@@ -11,7 +11,6 @@ from jax import lax
 from jax.interpreters import mlir
 
 from jax2tf_native.linalg.common import HIGHEST, batched, mT
-from jax2tf_native.linalg.errors import raise_non_portable
 
 # eigh: XLA's "Eigh" custom call (two-sided Jacobi), config string
 # "lower,sort_eigenvalues,max_sweeps,tolerance", then refinement.
@@ -204,16 +203,24 @@ def _eigh_rule(ctx, a, *, lower, sort_eigenvalues, subset_by_index,
     del algorithm  # Jacobi is the only portable choice; results are the same.
     n = ctx.avals_in[0].shape[-1]
     if not (subset_by_index is None or tuple(subset_by_index) == (0, n)):
-        raise_non_portable(
-            ctx, "eigh", f"subset_by_index={subset_by_index} (partial spectrum) "
-            "has no CPU implementation outside LAPACK",
-            "Fix: compute the full spectrum and slice it.")
+        # A partial spectrum (JAX has it on TPU only): eigenvalues start..end-1 in
+        # ascending order, computed from the full decomposition.
+        start, end = subset_by_index
+        full = functools.partial(_eigh_impl, lower=lower, sort_eigenvalues=True)
+
+        def partial_spectrum(a):
+            v, w = full(a)
+            return v[..., start:end], w[..., start:end]
+
+        return mlir.lower_fun(partial_spectrum, multiple_results=True)(ctx, a)
     if isinstance(n, (int, np.integer)) and n == 0:
         return mlir.lower_fun(
             lambda x: (x, jnp.zeros(x.shape[:-1], jnp.finfo(x.dtype).dtype)),
             multiple_results=True)(ctx, a)
+    # JAX's CPU lowering (LAPACK syevd/heevd) always sorts, whatever
+    # sort_eigenvalues says; so does this one, to give the same results.
+    del sort_eigenvalues
     return mlir.lower_fun(
-        functools.partial(_eigh_impl, lower=lower,
-                          sort_eigenvalues=sort_eigenvalues),
+        functools.partial(_eigh_impl, lower=lower, sort_eigenvalues=True),
         multiple_results=True)(ctx, a)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
+import jax
 
 
 class NonPortableLinalgError(ValueError):
@@ -42,13 +42,20 @@ def raise_non_portable(ctx, primitive: str, reason: str, fix: str = NATIVE_FIX):
     raise NonPortableLinalgError(primitive, platforms, reason, fix)
 
 
-def require_static(ctx, primitive: str, *dims) -> None:
-    if not all(isinstance(d, (int, np.integer)) for d in dims):
+def lower_symbolic(ctx, primitive: str, lower):
+    """Runs `lower()`; a size comparison the symbolic shapes cannot decide becomes our error.
+
+    The portable algorithms branch on the matrix shape (m < n, m > n, ...). With a symbolic
+    size the branch is taken when jax.export can decide it (e.g. "b, n, n": m == n), else
+    jax raises InconclusiveDimensionOperation, which is reported here with the fix.
+    """
+    try:
+        return lower()
+    except jax.errors.InconclusiveDimensionOperation as e:
+        shapes = ", ".join(str(tuple(str(d) for d in a.shape)) for a in ctx.avals_in)
         raise_non_portable(
             ctx, primitive,
-            f"the matrix dimensions {tuple(str(d) for d in dims)} are symbolic; "
-            "the portable algorithm unrolls over them",
-            "Fix: make only the leading batch dimensions polymorphic "
-            "(e.g. 'b, 4, 4'), keep the last two dimensions concrete.")
-
-
+            f"the operand shapes {shapes} are symbolic and the portable algorithm must "
+            f"know how the matrix dimensions compare ({str(e).splitlines()[0]})",
+            "Fix: give the matrix dimensions one symbol or a known relation (e.g. "
+            "'b, n, n', or 'b, m, n' with constraints=['m >= n']), or make them concrete.")

@@ -6,11 +6,13 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.interpreters import mlir
 
-from jax2tf_native.linalg.common import HIGHEST, eye_like
-from jax2tf_native.linalg.errors import raise_non_portable, require_static
+from jax2tf_native.linalg.common import HIGHEST, eye_like, min_dim
+from jax2tf_native.linalg.errors import lower_symbolic
+from jax2tf_native.linalg.qr_pivoted import geqp3
 
 # Householder QR: XLA custom calls "Qr" and
 # "ProductOfElementaryHouseholderReflectors" (api version 1, no config).
@@ -36,12 +38,17 @@ def _geqrf(a):
 
 
 
-def _qr_impl(a, *, full_matrices):
+def _qr_impl(a, *, full_matrices, pivoting=False):
     *batch, m, n = a.shape
-    k = m if full_matrices else min(m, n)
+    k = m if full_matrices else min_dim(m, n)
     if m == 0 or n == 0:
-        return eye_like(batch, m, k, a.dtype), jnp.zeros((*batch, k, n), a.dtype)
-    r, taus = _geqrf(a)
+        q, r = eye_like(batch, m, k, a.dtype), jnp.zeros((*batch, k, n), a.dtype)
+        return (q, r, jnp.zeros((*batch, n), np.int32)) if pivoting else (q, r)
+    if pivoting:
+        r, p, taus = geqp3(a, jnp.zeros((*batch, n), np.int32))
+        p = p - 1  # LAPACK's 1-based pivots, 0-based as JAX's qr returns them
+    else:
+        r, taus = _geqrf(a)
     if m < n:
         q = lax.linalg.householder_product(r[..., :m, :m], taus)
     elif full_matrices:
@@ -51,18 +58,13 @@ def _qr_impl(a, *, full_matrices):
     else:
         q = lax.linalg.householder_product(r, taus)
         r = r[..., :n, :n]
-    return q, jnp.triu(r)
+    return (q, jnp.triu(r), p) if pivoting else (q, jnp.triu(r))
 
 
 def _qr_rule(ctx, a, *, pivoting, full_matrices, **_):
-    if pivoting:
-        raise_non_portable(
-            ctx, "qr", "column-pivoted QR (geqp3) exists only as a LAPACK/MAGMA "
-            "kernel in jaxlib")
-    m, n = ctx.avals_in[0].shape[-2:]
-    require_static(ctx, "qr", m, n)
-    return mlir.lower_fun(functools.partial(_qr_impl, full_matrices=full_matrices),
-                          multiple_results=True)(ctx, a)
+    impl = functools.partial(_qr_impl, full_matrices=full_matrices, pivoting=pivoting)
+    return lower_symbolic(
+        ctx, "qr", lambda: mlir.lower_fun(impl, multiple_results=True)(ctx, a))
 
 
 def _ormqr_impl(a, taus, c, *, left, transpose):
@@ -70,9 +72,9 @@ def _ormqr_impl(a, taus, c, *, left, transpose):
     *batch, m, _ = a.shape
     k = taus.shape[-1]
     reflectors = a[..., :, :k]
-    pads = [(0, 0, 0)] * (len(batch) + 1) + [(0, m - k, 0)]
-    q = lax.linalg.householder_product(
-        lax.pad(reflectors, jnp.zeros((), a.dtype), pads), taus)
+    # An m x m matrix of reflectors (concatenate also takes a symbolic m - k).
+    square = jnp.concatenate([reflectors, jnp.zeros((*batch, m, m - k), a.dtype)], axis=-1)
+    q = lax.linalg.householder_product(square, taus)
     if transpose:
         q = jnp.conj(jnp.swapaxes(q, -1, -2))
     return (jnp.matmul(q, c, precision=HIGHEST) if left
@@ -80,8 +82,7 @@ def _ormqr_impl(a, taus, c, *, left, transpose):
 
 
 def _ormqr_rule(ctx, a, taus, c, *, left, transpose):
-    require_static(ctx, "ormqr", *ctx.avals_in[0].shape[-2:])
-    return mlir.lower_fun(
-        functools.partial(_ormqr_impl, left=left, transpose=transpose),
-        multiple_results=False)(ctx, a, taus, c)
+    impl = functools.partial(_ormqr_impl, left=left, transpose=transpose)
+    return lower_symbolic(
+        ctx, "ormqr", lambda: mlir.lower_fun(impl, multiple_results=False)(ctx, a, taus, c))
 

@@ -18,8 +18,10 @@ from jax2tf_native.linalg.errors import raise_non_portable
 from jax2tf_native.linalg.lu import _lu_rule
 from jax2tf_native.linalg.qr import (_geqrf_rule, _householder_product_rule, _ormqr_rule,
                                      _qr_rule)
+from jax2tf_native.linalg.qr_pivoted import _geqp3_rule
 from jax2tf_native.linalg.svd import _svd_rule
-from jax2tf_native.linalg.tridiagonal import _tridiagonal_solve_rule
+from jax2tf_native.linalg.tridiagonal import _tridiagonal_rule
+from jax2tf_native.linalg.tridiagonal_solve import _tridiagonal_solve_rule
 
 _KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
@@ -32,10 +34,6 @@ _NO_PORTABLE_FORM = {
     "schur": "the Schur decomposition exists only as LAPACK gees in jaxlib "
              "(this also covers sqrtm and funm)",
     "hessenberg": "Hessenberg reduction exists only as LAPACK gehrd in jaxlib",
-    "tridiagonal": "tridiagonal reduction exists only as LAPACK sytrd in "
-                   "jaxlib",
-    "geqp3": "column-pivoted QR exists only as LAPACK geqp3 (or MAGMA) in "
-             "jaxlib",
 }
 
 
@@ -88,12 +86,13 @@ def portable_lowering_rules() -> tuple[tuple[Any, Any], ...]:
                 (lin.eigh_p, _eigh_rule),
                 (lin.svd_p, _svd_rule),
                 (lin.tridiagonal_solve_p, _tridiagonal_solve_rule),
+                (lin.tridiagonal_p, _tridiagonal_rule),
             ]
             table += [(getattr(lin, f"{name}_p"), _non_portable_rule(name))
-                      for name in ("eig", "schur", "hessenberg", "tridiagonal")]
+                      for name in ("eig", "schur", "hessenberg")]
             # Not exported publicly by JAX: see _jax_internals.
             table += [(_jax_internals.geqrf_p, _geqrf_rule),
-                      (_jax_internals.geqp3_p, _non_portable_rule("geqp3"))]
+                      (_jax_internals.geqp3_p, _geqp3_rule)]
             _rules = tuple(table)
         return _rules
 

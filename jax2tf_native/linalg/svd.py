@@ -8,8 +8,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.interpreters import mlir
 
-from jax2tf_native.linalg.common import HIGHEST, batched, eye_like
-from jax2tf_native.linalg.errors import raise_non_portable, require_static
+from jax2tf_native.linalg.common import HIGHEST, batched, eye_like, min_dim
+from jax2tf_native.linalg.errors import lower_symbolic
 
 # svd: QDWH polar decomposition A = U_p H, then H = V diag(s) V^H by eigh,
 # U = U_p V (Nakatsukasa & Higham 2013; JAX's TPU algorithm, public pieces).
@@ -27,7 +27,7 @@ def _svd_2d(a, *, full_matrices, compute_uv):
     if full_matrices and m > n:
         q_full, r_full = lax.linalg.qr(a, full_matrices=True)
         q, u_null, a = q_full[:, :n], q_full[:, n:], r_full[:n, :]
-    elif m > 1.15 * n:
+    elif 20 * m > 23 * n:  # m > 1.15 n, in integers so that symbolic sizes compare
         # A thin QR first makes QDWH and eigh work on an n x n matrix.
         q, a = lax.linalg.qr(a, full_matrices=False)
     finite = jnp.all(jnp.isfinite(a))
@@ -50,7 +50,8 @@ def _svd_2d(a, *, full_matrices, compute_uv):
         return u * jnp.where(jnp.real(jnp.diagonal(r)) >= 0, 1, -1).astype(u.dtype)
 
     eps = float(jnp.finfo(a.dtype).eps)
-    u = lax.cond(s[-1] <= n * eps * s[0], reorthonormalize, lambda u: u, u)
+    n_value = jnp.asarray(n).astype(s.dtype)  # (n may be a symbolic dimension)
+    u = lax.cond(s[-1] <= n_value * eps * s[0], reorthonormalize, lambda u: u, u)
     if q is not None:
         u = jnp.matmul(q, u, precision=HIGHEST)
     if u_null is not None:
@@ -69,8 +70,8 @@ def _svd_impl(a, *, full_matrices, compute_uv):
         s = jnp.zeros((*batch, 0), jnp.finfo(a.dtype).dtype)
         if not compute_uv:
             return (s,)
-        ucols = m if full_matrices else min(m, n)
-        vrows = n if full_matrices else min(m, n)
+        ucols = m if full_matrices else min_dim(m, n)
+        vrows = n if full_matrices else min_dim(m, n)
         return (s, eye_like(batch, m, ucols, a.dtype),
                 eye_like(batch, vrows, n, a.dtype))
     fn = functools.partial(_svd_2d, full_matrices=full_matrices,
@@ -82,13 +83,20 @@ def _svd_rule(ctx, a, *, full_matrices, compute_uv, subset_by_index,
               algorithm=None):
     del algorithm  # QDWH is the only portable choice.
     m, n = ctx.avals_in[0].shape[-2:]
-    require_static(ctx, "svd", m, n)
-    if not (subset_by_index is None or tuple(subset_by_index) == (0, min(m, n))):
-        raise_non_portable(
-            ctx, "svd", f"subset_by_index={subset_by_index} (partial SVD) is not "
-            "implemented portably", "Fix: compute the full SVD and slice it.")
-    return mlir.lower_fun(
-        functools.partial(_svd_impl, full_matrices=full_matrices,
-                          compute_uv=compute_uv),
-        multiple_results=True)(ctx, a)
+    impl = functools.partial(_svd_impl, full_matrices=full_matrices,
+                             compute_uv=compute_uv)
+    if not (subset_by_index is None or tuple(subset_by_index) == (0, min_dim(m, n))):
+        # A partial SVD (JAX has it on TPU only): singular values start..end-1 in
+        # descending order, from the full decomposition (full_matrices is False then).
+        start, end = subset_by_index
+        full = impl
+
+        def impl(a):
+            out = full(a)
+            s = out[0][..., start:end]
+            if not compute_uv:
+                return (s,)
+            return s, out[1][..., start:end], out[2][..., start:end, :]
+
+    return lower_symbolic(ctx, "svd", lambda: mlir.lower_fun(impl, multiple_results=True)(ctx, a))
 
