@@ -39,7 +39,7 @@ rather than installed with ``jax.interpreters.mlir.register_lowering``:
 
 *Rules.* ``triangular_solve`` emits the HLO op directly; ``cholesky`` is a
 blocked algorithm in JAX (XLA's own expansion of ``stablehlo.cholesky`` is
-~10x slower on CPU; it remains the fallback for a symbolic matrix size).
+~10x slower on CPU; a symbolic matrix size takes the rolled unblocked loop).
 ``householder_product`` and the ``geqrf`` step of ``qr`` emit the XLA custom
 calls through the public ``jax.ffi`` API (``custom_call_api_version=1``), which
 also handles symbolic (polymorphic) shapes. ``eigh`` emits XLA's ``Eigh``
@@ -48,16 +48,22 @@ eigh section below). ``lu`` is a blocked, partially pivoted LU in
 JAX here (so ``solve``, ``inv``, ``det``, ``expm``, ``lu_factor`` work).
 ``svd`` is QDWH polar decomposition (public ``jax.lax.linalg.qdwh``) followed
 by ``eigh`` of the Hermitian factor, the same algorithm JAX uses on TPU.
-``ormqr`` multiplies by an explicit Q and ``tridiagonal_solve`` is the Thomas
-algorithm. Primitives with no portable form (``eig``, ``schur``,
-``hessenberg``, ``tridiagonal``, column-pivoted QR) get a rule that raises
+``ormqr`` multiplies by an explicit Q. Where JAX's CPU result is LAPACK's
+element for element, the rules follow LAPACK's algorithm step for step:
+``tridiagonal_solve`` is ``gtsv`` (pivoting), ``tridiagonal`` is ``sytd2``/
+``hetd2``, column-pivoted QR is ``geqp3``/``laqp2``; ``cholesky`` keeps the
+input's upper triangle and ``eigh`` always sorts, as LAPACK does (tested per
+primitive in tests/test_linalg_primitives.py). Primitives with no portable
+form yet (``eig``, ``schur``, ``hessenberg``) get a rule that raises
 :class:`NonPortableLinalgError` while exporting, never at TF run time.
 One JAX internal is used: ``geqrf_p``/``geqp3_p``, which public functions
 bind but JAX does not export (``_jax_internals``, pinned by a test).
 
 Modules: ``rules`` (the rule table and ``export_scope``), ``module_check``
 (``check_module_portable``), ``errors``, and one module per algorithm
-(``cholesky``, ``lu``, ``qr``, ``eigh``, ``svd``, ``tridiagonal``).
+(``cholesky``, ``lu``, ``qr``, ``qr_pivoted``, ``eigh``, ``svd``,
+``tridiagonal``, ``tridiagonal_solve``; ``householder`` has LAPACK's reflector,
+``common`` small shared helpers).
 """
 
 from jax2tf_native.linalg.errors import NonPortableLinalgError
