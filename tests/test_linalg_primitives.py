@@ -12,6 +12,8 @@ exported function per dtype, to keep the number of XLA compilations (the cost he
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -339,3 +341,37 @@ def test_subset_by_index_slices_the_full_spectrum(dtype):
     assert_same(np.conj(np.swapaxes(u, -1, -2)) @ g @ np.conj(np.swapaxes(vh, -1, -2)),
                 (np.broadcast_to(np.eye(2), (2, 2, 2)) * s[..., None, :]).astype(dtype),
                 dtype, what="U^H A V = diag(s) on the subset")
+
+
+# ---------------------------------------------------------------------------
+# Gradients JAX defines, through the new portable rules, under tf.function(jit_compile=True).
+
+def test_gradients_of_newly_portable_primitives_under_jit_compile():
+    rng = np.random.default_rng(12)
+    a = (_rand(rng, (5, 4), np.float32) * np.logspace(0, -1, 4)).astype(np.float32)
+    dl, d, du = (_rand(rng, (6,), np.float32) for _ in range(3))
+    d = d + 4
+    rhs = _rand(rng, (6, 2), np.float32)
+    h = _rand(rng, (6, 5), np.float32)
+
+    def loss(a, d, rhs, h, partial=True):
+        q, r, _ = lin.qr(a, pivoting=True, full_matrices=False)  # JAX's qr JVP, pivoted
+        x = lin.tridiagonal_solve(dl, d, du, rhs)  # gtsv JVP + transpose
+        if partial:  # partial SVD JVP (JAX's CPU lowering has no partial SVD: see below)
+            s = lin.svd(h, compute_uv=False, subset_by_index=(0, 2))
+        else:
+            s = lin.svd(h, compute_uv=False)[:2]
+        return jnp.sum(q * 0.5) + jnp.sum(r ** 2) + jnp.sum(x ** 2) + jnp.sum(s)
+
+    grad = jax.grad(loss, argnums=(0, 1, 2, 3))
+    args = (a, d, rhs, h)
+    with linalg_portable.export_scope(platforms=("cpu",)) as extra:
+        exported = jax.export.export(jax.jit(grad), platforms=("cpu",), **extra)(*args)
+    linalg_portable.check_module_portable(exported)
+    call = tf.function(jax2tf_native.call_exported(exported, with_gradient=False),
+                       jit_compile=True, autograph=False)
+    got = [np.asarray(g) for g in call(*[tf.constant(x) for x in args])]
+    full_grad = jax.grad(functools.partial(loss, partial=False), argnums=(0, 1, 2, 3))
+    want = [np.asarray(g) for g in jax.jit(full_grad)(*args)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4)
