@@ -245,8 +245,6 @@ def test_gradient_exports_portably_and_matches_jax(name, rng):
     ("schur", jsl.schur),
     ("schur", jsl.sqrtm),
     ("hessenberg", jsl.hessenberg),
-    ("qr", lambda a: jsl.qr(a, pivoting=True)),
-    ("geqp3", lambda a: jsl.qr_multiply(a, a[:2], pivoting=True)),
 ])
 def test_non_portable_primitive_fails_at_export_time(name, fun, rng):
     a = _general(rng, np.float32, (N, N))
@@ -404,11 +402,19 @@ def test_tridiagonal_solve_and_ormqr(rng):
     _compare(run_in_tf(export_portable(fun, *args), *args), jax.jit(fun)(*args), 2e-5)
 
 
-def test_symbolic_matrix_dimension_is_refused_at_export(rng):
-    specs = jax.export.symbolic_args_specs((np.zeros((4, 4), np.float32),), ("n, n",))
-    with pytest.raises(linalg_portable.NonPortableLinalgError,
-                       match="'lu'.*symbolic.*Fix: make only the leading batch"):
-        export_portable(jnp.linalg.inv, *specs)
+def test_column_pivoted_qr_runs_in_tf(rng):
+    """jax.scipy.linalg.qr / qr_multiply with pivoting=True (geqp3): LAPACK's pivots."""
+    a = rng.standard_normal((5, 4)).astype(np.float32) * np.logspace(0, -2, 4, dtype=np.float32)
+    c = rng.standard_normal((2, 5)).astype(np.float32)
+
+    def fun(a, c):
+        q, r, p = jsl.qr(a, pivoting=True)
+        return q, r, p, *jsl.qr_multiply(a, c, pivoting=True)
+
+    got = run_in_tf(export_portable(fun, a, c), a, c)
+    want = jax.tree.leaves(jax.jit(fun)(a, c))
+    np.testing.assert_array_equal(got[2], want[2])
+    _compare(got, want, 2e-5)
 
 
 # ---------------------------------------------------------------------------

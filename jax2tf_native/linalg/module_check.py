@@ -1,0 +1,64 @@
+"""Checks that an exported module calls no LAPACK/solver kernel that TF cannot run."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+
+from jax2tf_native.linalg.errors import NonPortableLinalgError
+
+#: Custom-call targets that TF's XLA expands itself on CPU (measured, TF 2.21).
+PORTABLE_CUSTOM_CALL_TARGETS = frozenset(
+    {"Qr", "ProductOfElementaryHouseholderReflectors", "Eigh"})
+
+# Linear-algebra targets whose handlers live only in jaxlib (LAPACK on CPU,
+# cuSOLVER/hipSOLVER/cuSPARSE and small CUDA/HIP kernels on GPU), or that TF's
+# CPU XLA does not expand (LuDecomposition). Other custom calls are not this
+# module's business (tf_ops has the full allowlist).
+_NON_PORTABLE_TARGET = re.compile(
+    r"^(lapack_|LuDecomposition$|cusolver_|hipsolver_|cusparse_gtsv|hipsparse_gtsv"
+    r"|(cu|hip)_lu_pivots_to_permutation|(cu|hip)_cholesky_update)")
+
+
+# ---------------------------------------------------------------------------
+# Module check.
+
+_CUSTOM_CALL_TARGET = re.compile(
+    r'stablehlo\.custom_call\s*@([\w.$\-]+)|call_target_name\s*=\s*"([^"]+)"')
+
+
+def custom_call_targets(exported: jax.export.Exported) -> list[str]:
+    """Returns the sorted, distinct custom-call targets of an exported module.
+
+    Example:
+        >>> custom_call_targets(exported)
+        ['Qr', 'ProductOfElementaryHouseholderReflectors']
+    """
+    text = exported.mlir_module()
+    return sorted({a or b for a, b in _CUSTOM_CALL_TARGET.findall(text)})
+
+
+def check_module_portable(exported: jax.export.Exported) -> None:
+    """Raises if the module still calls LAPACK/solver kernels TF cannot run.
+
+    Args:
+        exported: the result of ``jax.export.export``.
+
+    Raises:
+        NonPortableLinalgError: naming the offending custom-call targets.
+
+    Example:
+        >>> check_module_portable(exported)  # silent when portable
+    """
+    bad = [t for t in custom_call_targets(exported)
+           if _NON_PORTABLE_TARGET.match(t)]
+    if bad:
+        raise NonPortableLinalgError(
+            None, exported.platforms,
+            f"it calls jaxlib-only custom call target(s) {bad}, which TF's XLA "
+            "has no handler for (expected only portable targets such as "
+            f"{sorted(PORTABLE_CUSTOM_CALL_TARGETS)})",
+            "Fix: export inside linalg_portable.export_scope() and pass the "
+            "yielded keyword arguments to jax.export.export (convert(..., "
+            "linalg='portable')).")

@@ -1,0 +1,102 @@
+"""svd: QDWH polar decomposition, then eigh of the Hermitian factor."""
+
+from __future__ import annotations
+
+import functools
+
+import jax.numpy as jnp
+from jax import lax
+from jax.interpreters import mlir
+
+from jax2tf_native.linalg.common import HIGHEST, batched, eye_like, min_dim
+from jax2tf_native.linalg.errors import lower_symbolic
+
+# svd: QDWH polar decomposition A = U_p H, then H = V diag(s) V^H by eigh,
+# U = U_p V (Nakatsukasa & Higham 2013; JAX's TPU algorithm, public pieces).
+
+_QDWH_MAX_ITERATIONS = 10
+
+
+def _svd_2d(a, *, full_matrices, compute_uv):
+    m, n = a.shape
+    flip = m < n
+    if flip:
+        a = jnp.conj(a.T)
+        m, n = n, m
+    q = u_null = None
+    if full_matrices and m > n:
+        q_full, r_full = lax.linalg.qr(a, full_matrices=True)
+        q, u_null, a = q_full[:, :n], q_full[:, n:], r_full[:n, :]
+    elif 20 * m > 23 * n:  # m > 1.15 n, in integers so that symbolic sizes compare
+        # A thin QR first makes QDWH and eigh work on an n x n matrix.
+        q, a = lax.linalg.qr(a, full_matrices=False)
+    finite = jnp.all(jnp.isfinite(a))
+    u_p, h, _, _ = lax.linalg.qdwh(a, max_iterations=_QDWH_MAX_ITERATIONS)
+    h = (h + jnp.conj(h.T)) / 2
+    v, s = lax.linalg.eigh(h, sort_eigenvalues=False)
+    # H is positive semidefinite; round-off can make tiny eigenvalues negative.
+    s = jnp.maximum(s, 0)
+    order = jnp.argsort(-s)
+    s = jnp.where(finite, s[order], jnp.nan)
+    if not compute_uv:
+        return (s,)
+    v = v[:, order]
+    u = jnp.matmul(u_p, v, precision=HIGHEST)
+
+    # For (numerically) rank-deficient A the polar factor is not unitary on the
+    # null space; re-orthonormalize (Nakatsukasa & Higham 2013, section 5.5).
+    def reorthonormalize(u):
+        u, r = lax.linalg.qr(u, full_matrices=False)
+        return u * jnp.where(jnp.real(jnp.diagonal(r)) >= 0, 1, -1).astype(u.dtype)
+
+    eps = float(jnp.finfo(a.dtype).eps)
+    n_value = jnp.asarray(n).astype(s.dtype)  # (n may be a symbolic dimension)
+    u = lax.cond(s[-1] <= n_value * eps * s[0], reorthonormalize, lambda u: u, u)
+    if q is not None:
+        u = jnp.matmul(q, u, precision=HIGHEST)
+    if u_null is not None:
+        u = jnp.concatenate([u, u_null], axis=1)
+    nan = jnp.array(jnp.nan, u.dtype)
+    u = jnp.where(finite, u, nan)
+    vh = jnp.where(finite, jnp.conj(v.T), nan)
+    if flip:
+        return s, jnp.conj(vh.T), jnp.conj(u.T)
+    return s, u, vh
+
+
+def _svd_impl(a, *, full_matrices, compute_uv):
+    *batch, m, n = a.shape
+    if m == 0 or n == 0:
+        s = jnp.zeros((*batch, 0), jnp.finfo(a.dtype).dtype)
+        if not compute_uv:
+            return (s,)
+        ucols = m if full_matrices else min_dim(m, n)
+        vrows = n if full_matrices else min_dim(m, n)
+        return (s, eye_like(batch, m, ucols, a.dtype),
+                eye_like(batch, vrows, n, a.dtype))
+    fn = functools.partial(_svd_2d, full_matrices=full_matrices,
+                           compute_uv=compute_uv)
+    return batched(fn, len(batch))(a)
+
+
+def _svd_rule(ctx, a, *, full_matrices, compute_uv, subset_by_index,
+              algorithm=None):
+    del algorithm  # QDWH is the only portable choice.
+    m, n = ctx.avals_in[0].shape[-2:]
+    impl = functools.partial(_svd_impl, full_matrices=full_matrices,
+                             compute_uv=compute_uv)
+    if not (subset_by_index is None or tuple(subset_by_index) == (0, min_dim(m, n))):
+        # A partial SVD (JAX has it on TPU only): singular values start..end-1 in
+        # descending order, from the full decomposition (full_matrices is False then).
+        start, end = subset_by_index
+        full = impl
+
+        def impl(a):
+            out = full(a)
+            s = out[0][..., start:end]
+            if not compute_uv:
+                return (s,)
+            return s, out[1][..., start:end], out[2][..., start:end, :]
+
+    return lower_symbolic(ctx, "svd", lambda: mlir.lower_fun(impl, multiple_results=True)(ctx, a))
+
