@@ -49,8 +49,9 @@ JAX here (so ``solve``, ``inv``, ``det``, ``expm``, ``lu_factor`` work).
 ``svd`` is QDWH polar decomposition (public ``jax.lax.linalg.qdwh``) followed
 by ``eigh`` of the Hermitian factor, the same algorithm JAX uses on TPU.
 ``ormqr`` multiplies by an explicit Q and ``tridiagonal_solve`` is the Thomas
-algorithm. Primitives with no portable form (``eig``, ``schur``,
-``hessenberg``, ``tridiagonal``, column-pivoted QR) get a rule that raises
+algorithm. ``eig``, ``schur`` and ``hessenberg`` are the QR algorithm in JAX
+(``jax2tf_native/linalg/``). Primitives with no portable form
+(``tridiagonal``, column-pivoted QR) get a rule that raises
 :class:`NonPortableLinalgError` while exporting, never at TF run time.
 One JAX internal is used: ``geqrf_p``/``geqp3_p``, which public functions
 bind but JAX does not export (``_jax_internals``, pinned by a test).
@@ -76,6 +77,7 @@ from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import mlir
 
 from jax2tf_native import _jax_internals
+from jax2tf_native.linalg import nonsymmetric_rules as _nonsymmetric
 
 __all__ = [
     "NonPortableLinalgError",
@@ -742,11 +744,6 @@ def _tridiagonal_solve_rule(ctx, dl, d, du, b, *, perturb_singular=False):
 # Primitives with no portable lowering: fail while exporting.
 
 _NO_PORTABLE_FORM = {
-    "eig": "the general (non-symmetric) eigendecomposition exists only as "
-           "LAPACK geev in jaxlib; XLA has no expander for it",
-    "schur": "the Schur decomposition exists only as LAPACK gees in jaxlib "
-             "(this also covers sqrtm and funm)",
-    "hessenberg": "Hessenberg reduction exists only as LAPACK gehrd in jaxlib",
     "tridiagonal": "tridiagonal reduction exists only as LAPACK sytrd in "
                    "jaxlib",
     "geqp3": "column-pivoted QR exists only as LAPACK geqp3 (or MAGMA) in "
@@ -768,6 +765,14 @@ def _non_portable_rule(name: str):
         _raise_non_portable(ctx, name, _NO_PORTABLE_FORM[name])
     rule.__name__ = f"_{name}_not_portable_rule"
     return rule
+
+
+def _static_square_rule(name: str, rule):
+    def checked(ctx, a, **params):
+        _require_static(ctx, name, *ctx.avals_in[0].shape[-2:])
+        return rule(ctx, a, **params)
+    checked.__name__ = f"_{name}_portable_rule"
+    return checked
 
 
 # ---------------------------------------------------------------------------
@@ -804,8 +809,12 @@ def portable_lowering_rules() -> tuple[tuple[Any, Any], ...]:
                 (lin.svd_p, _svd_rule),
                 (lin.tridiagonal_solve_p, _tridiagonal_solve_rule),
             ]
+            # eig, schur, hessenberg: jax2tf_native/linalg/ (QR algorithm in JAX).
+            table += [(getattr(lin, f"{name}_p"),
+                       _static_square_rule(name, getattr(_nonsymmetric, f"{name}_rule")))
+                      for name in ("eig", "schur", "hessenberg")]
             table += [(getattr(lin, f"{name}_p"), _non_portable_rule(name))
-                      for name in ("eig", "schur", "hessenberg", "tridiagonal")]
+                      for name in ("tridiagonal",)]
             # Not exported publicly by JAX: see _jax_internals.
             table += [(_jax_internals.geqrf_p, _geqrf_rule),
                       (_jax_internals.geqp3_p, _non_portable_rule("geqp3"))]

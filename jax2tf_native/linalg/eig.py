@@ -82,7 +82,8 @@ def _real_blocks_to_complex(t, z):
     starts = sub != 0  # a 2x2 block at (k, k+1)
     second = jnp.concatenate([jnp.zeros((1,), bool), starts[:-1]])
     im = jnp.sqrt(jnp.abs(sup)) * jnp.sqrt(jnp.abs(sub))
-    w_im = jnp.where(starts, im, 0)
+    # Materialized first, so that the pair's two copies are bit-identical.
+    w_im = lax.optimization_barrier(jnp.where(starts, im, 0))
     w_im = w_im - jnp.concatenate([jnp.zeros((1,), t.dtype), w_im[:-1]])
     w = lax.complex(jnp.diagonal(t), w_im)
     # Eigenvector of [[a, b], [c, a]] for a + i*im: (b, i*im), normalized.
@@ -118,7 +119,7 @@ def _eig_2d(a, *, left, right):
             return _normalize(v, positive_real=True)
         real_w = jnp.imag(w) == 0
         v = jnp.where(real_w[None, :], jnp.real(v).astype(v.dtype), v)
-        v = _normalize(v, positive_real=False)
+        v = lax.optimization_barrier(_normalize(v, positive_real=False))
         # The second of a pair is the conjugate of the first, exactly.
         prev = jnp.concatenate([v[:, :1], v[:, :-1]], axis=1)
         return jnp.where(second[None, :], jnp.conj(prev), v)
@@ -141,9 +142,6 @@ def eig(a, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True):
     cdt = jnp.result_type(a.dtype, np.complex64)
     *batch, n, _ = a.shape
     left, right = compute_left_eigenvectors, compute_right_eigenvectors
-    if n == 0 or a.size == 0:
+    if n == 0 or any(isinstance(d, int) and d == 0 for d in a.shape[:-2]):
         return (jnp.zeros((*batch, n), cdt),) + (jnp.zeros(a.shape, cdt),) * (left + right)
-    fn = functools.partial(_eig_2d, left=left, right=right)
-    for _ in batch:
-        fn = jax.vmap(fn)
-    return fn(a)
+    return _schur.map_matrices(functools.partial(_eig_2d, left=left, right=right), a)

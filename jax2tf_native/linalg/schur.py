@@ -287,6 +287,14 @@ def _schur_2d(a, *, compute_z):
     h, z, ihi, _, _ = lax.while_loop(cond, body, state)
     failed = ihi >= 0
     t = jnp.triu(h[:n, :n], -1 if is_real else 0)
+    if is_real and n > 1:
+        # lanv2 makes a complex pair's diagonal equal, but XLA may round the two
+        # copies of one expression differently (vectorized vs scalar loop code):
+        # copy the materialized value instead.
+        t = lax.optimization_barrier(t)
+        pair = jnp.diagonal(t, -1) != 0
+        idx = jnp.arange(1, n)
+        t = t.at[idx, idx].set(jnp.where(pair, jnp.diagonal(t)[:-1], jnp.diagonal(t)[1:]))
     t = jnp.where(failed, jnp.nan, t).astype(a.dtype)
     if not compute_z:
         return t, None
@@ -303,12 +311,25 @@ def schur(a, *, compute_schur_vectors=True):
         >>> t, z = schur(jnp.array([[0., 1.], [-1., 0.]]))
     """
     n = a.shape[-1]
-    if n == 0 or a.size == 0:
+    if n == 0 or any(isinstance(d, int) and d == 0 for d in a.shape[:-2]):
         return a, (a if compute_schur_vectors else None)
     fn = functools.partial(_schur_2d, compute_z=compute_schur_vectors)
     if not compute_schur_vectors:
         fn = lambda x, fn=fn: fn(x)[0]
-    for _ in range(a.ndim - 2):
-        fn = jax.vmap(fn)
-    out = fn(a)
+    out = map_matrices(fn, a)
     return out if compute_schur_vectors else (out, None)
+
+
+def map_matrices(fn, a):
+    """``fn`` over the leading batch dimensions of ``a``, one matrix at a time.
+
+    ``lax.map`` rather than ``vmap``: the QR iteration's data-dependent loops
+    would, batched, run every matrix until the slowest converges and evaluate
+    every ``switch`` branch; one rolled loop over matrices also compiles
+    faster. Works for symbolic batch dimensions.
+    """
+    *batch, n, _ = a.shape
+    if not batch:
+        return fn(a)
+    flat = lax.map(fn, jnp.reshape(a, (-1, n, n)))
+    return jax.tree.map(lambda x: jnp.reshape(x, (*batch, *x.shape[1:])), flat)
