@@ -313,3 +313,17 @@ def test_eig_gradient_matches_jax(loss, dtype, rng):
     tol = 1e4 * EPS[dtype]
     np.testing.assert_allclose(value.numpy(), want_value, rtol=tol, atol=tol)
     np.testing.assert_allclose(grad, want_grad, rtol=tol, atol=tol)
+
+
+def test_non_finite_input_gives_nan_without_iterating(rng):
+    # LAPACK's geev fails (info > 0) and JAX returns NaN; the portable QR iteration stops at
+    # once instead of running its 30 n sweeps.
+    a = _matrix(rng, np.float32, (2, 5, 5))
+    a[1, 0, 1] = np.nan
+    fun = lambda x: (jax.lax.linalg.eig(x), jsl.schur(x))
+    w, vl, vr, t, z = _in_tf(fun, a)
+    want_w, want_vl, want_vr = _in_jax(jax.lax.linalg.eig, a)
+    for got, want in ((w, want_w), (vl, want_vl), (vr, want_vr)):
+        assert np.all(np.isnan(got[1])) and np.all(np.isnan(want[1]))
+        assert np.all(np.isfinite(got[0]))
+    assert np.all(np.isnan(t[1])) and np.all(np.isnan(z[1])) and np.all(np.isfinite(t[0]))

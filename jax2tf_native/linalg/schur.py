@@ -12,7 +12,9 @@ then the implicit QR iteration of LAPACK's ``?lahqr``:
 
 Deflation uses lahqr's small-subdiagonal test; exceptional shifts after 10 and
 20 iterations without deflation; after ``30 * max(10, n)`` iterations the
-matrix is declared a failure and, like JAX's LAPACK path, the outputs are NaN.
+matrix is declared a failure and, like JAX's LAPACK path, the outputs are NaN
+(also at once for a NaN/inf input: LAPACK's gees may leave such a T partly
+finite; here T and Z are all NaN).
 A sweep touches whole rows and columns (fixed shapes, so ``dynamic_slice``
 loops); the matrices are padded so that the 3-row slices never clamp.
 """
@@ -266,10 +268,12 @@ def _schur_2d(a, *, compute_z):
     if compute_z:
         z = jnp.pad(_hess.hessenberg_q(packed, taus).T, ((0, pad), (0, 0)))
     max_its = 30 * max(10, n)
+    # A NaN/inf never deflates: stop at once (else 30 n sweeps) and return NaN.
+    finite = jnp.all(jnp.isfinite(a))
 
     def cond(state):
         _, _, ihi, _, total = state
-        return (ihi >= 0) & (total <= max_its)
+        return (ihi >= 0) & (total <= max_its) & finite
 
     def body(state):
         h, z, ihi, its, total = state
@@ -297,7 +301,7 @@ def _schur_2d(a, *, compute_z):
 
     state = (h, z, jnp.int32(n - 1), jnp.int32(0), jnp.int32(0))
     h, z, ihi, _, _ = lax.while_loop(cond, body, state)
-    failed = ihi >= 0
+    failed = (ihi >= 0) | ~finite
     t = jnp.triu(h[:n, :n], -1 if is_real else 0)
     if is_real and n > 1:
         # lanv2 makes a complex pair's diagonal equal, but XLA may round the two
