@@ -1,9 +1,8 @@
 """Lowering rules for ``eig_p``, ``schur_p`` and ``hessenberg_p`` (portable).
 
 Each rule lowers the JAX implementation in ``eig.py``, ``schur.py`` or
-``hessenberg.py`` with ``mlir.lower_fun``: plain StableHLO loops, matmuls and
-XLA's ``ProductOfElementaryHouseholderReflectors`` custom call, all of which
-TF's XLA runs. The matrix size must be static (checked by the caller in
+``hessenberg.py`` with ``mlir.lower_fun``: plain StableHLO loops, slices and
+matmuls, which TF's XLA runs (no custom calls). The matrix size must be static (checked by the caller in
 ``linalg_portable``); batch dimensions may be symbolic.
 """
 

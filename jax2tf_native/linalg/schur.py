@@ -134,7 +134,6 @@ def standardize_2x2(a, b, c, d):
     c_is_0 = c == 0
     b_is_0 = ~c_is_0 & (b == 0)
     done = ~c_is_0 & ~b_is_0 & (temp == 0) & (_sign(b) != _sign(c))
-    general = ~(c_is_0 | b_is_0 | done)
     pick = lambda sp_c0, sp_b0, sp_done, gen_r, gen_c: jnp.where(
         c_is_0, sp_c0, jnp.where(b_is_0, sp_b0, jnp.where(
             done, sp_done, jnp.where(real_split, gen_r, gen_c))))
@@ -144,7 +143,6 @@ def standardize_2x2(a, b, c, d):
     new_d = pick(d, a, d, r_d, c_d)
     new_cs = pick(one, zero, one, r_cs, c_cs)
     new_sn = pick(zero, one, zero, r_sn, c_sn)
-    del general
     return new_a, new_b, new_c, new_d, new_cs, new_sn
 
 
@@ -260,13 +258,14 @@ def _standardize_step(h, z, k):
 def _schur_2d(a, *, compute_z):
     n = a.shape[-1]
     is_real = not jnp.iscomplexobj(a)
-    packed, taus = _hess.hessenberg(a)
-    h = jnp.triu(packed, -1)
     pad = 2
-    h = jnp.pad(h, ((0, pad), (0, pad)))
     z = None
     if compute_z:
-        z = jnp.pad(_hess.hessenberg_q(packed, taus).T, ((0, pad), (0, 0)))
+        packed, _, qt = _hess.hessenberg_with_qt(a)
+        z = jnp.pad(qt, ((0, pad), (0, 0)))
+    else:
+        packed, _ = _hess.hessenberg(a)
+    h = jnp.pad(jnp.triu(packed, -1), ((0, pad), (0, pad)))
     max_its = 30 * max(10, n)
     # A NaN/inf never deflates: stop at once (else 30 n sweeps) and return NaN.
     finite = jnp.all(jnp.isfinite(a))
