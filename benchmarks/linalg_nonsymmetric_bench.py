@@ -139,7 +139,24 @@ def markdown(payload: dict) -> str:
             f"{r['first_call_s']['jax_native']:.2f} s / {r['first_call_s']['tf_portable']:.2f} s"
             f" | {res['tf_portable']:.1e} / {res['jax_native']:.1e} | "
             f"{r['eigvals_max_distance']:.1e} |")
-    lines.append("")
+    lines += [
+        "",
+        "Why the TF side is slower: the portable Schur form is LAPACK's `?lahqr` iteration "
+        "(one bulge per sweep, chased by 3x3 reflections): at n = 512 about 686 sweeps and "
+        "180 000 sequential chase steps (n = 64: 88 sweeps, 3 074 steps), each a few small "
+        "XLA ops on whole rows and columns, so a per-step fixed cost dominates. LAPACK's "
+        "`?hseqr` (n > 75) chases many bulges at once with matrix-matrix updates and "
+        "aggressive early deflation, which needs fewer sweeps and runs at matmul speed. "
+        "Measured on this machine during the work (JAX, one thread, same process): writing "
+        "the 2x2/3x3 reflections as fused multiply-reduce instead of `dot`s made the QR "
+        "iteration 2.8x faster at n = 256; keeping Z transposed makes its update contiguous; "
+        "accumulating Q in the Hessenberg loop instead of XLA's `householder_product` "
+        "expansion was 2.8x faster at n = 512; batches use `lax.map` so data-dependent loops "
+        "do not run in lockstep. Not done (time): a multi-shift, blocked sweep with "
+        "aggressive early deflation (the way to reach LAPACK's speed), and a blocked "
+        "Hessenberg reduction.",
+        "",
+    ]
     return "\n".join(lines)
 
 
