@@ -144,10 +144,12 @@ def test_zero_size_non_portable_linalg_runs(name, shape):
                                       else fun(a)))
 
 
-def test_non_empty_eigvals_still_refused():
-    from jax2tf_native.errors import NonPortableLinalgError
-    with pytest.raises(NonPortableLinalgError, match="eig"):
-        jax2tf_native.convert(jnp.linalg.eigvals)(np.eye(2, dtype=np.float32))
+def test_non_empty_eigvals_runs_portably():
+    # Portable since issue 19 (tests/test_linalg_nonsymmetric.py has the full coverage).
+    a = np.array([[0.0, 1.0], [-2.0, 0.5]], np.float32)
+    got = np.sort_complex(jax2tf_native.convert(jnp.linalg.eigvals)(a).numpy())
+    np.testing.assert_allclose(got, np.sort_complex(np.asarray(jnp.linalg.eigvals(a))),
+                               rtol=1e-6, atol=1e-6)
 
 
 # --- lax.reduce with a non-identity init_value ----------------------------------------------

@@ -240,11 +240,11 @@ def test_gradient_exports_portably_and_matches_jax(name, rng):
     _compare(got, want, 1e-4)
 
 
+# eig, schur and hessenberg: tests/test_linalg_nonsymmetric.py; the rest: test_linalg_primitives.
 @pytest.mark.parametrize("name, fun", [
-    ("eig", jnp.linalg.eig),
-    ("schur", jsl.schur),
-    ("schur", jsl.sqrtm),
-    ("hessenberg", jsl.hessenberg),
+    # Every primitive has a portable form now; only this option of one has none.
+    ("tridiagonal_solve", lambda a: jax.lax.linalg.tridiagonal_solve(
+        a[0], a[1], a[2], a[:, :2], perturb_singular=True)),
 ])
 def test_non_portable_primitive_fails_at_export_time(name, fun, rng):
     a = _general(rng, np.float32, (N, N))
@@ -419,7 +419,7 @@ def test_column_pivoted_qr_runs_in_tf(rng):
 
 # ---------------------------------------------------------------------------
 # Through convert(): the default linalg="portable", eager, tf.function, polymorphic batch,
-# gradients; linalg="native" is refused by the allowlist; eig fails at export.
+# gradients; linalg="native" is refused by the allowlist; pivoted QR fails at export.
 
 def test_convert_default_is_portable_eager_graph_and_gradient(rng):
     a = _general(rng, np.float32, (3, N, N))
@@ -451,7 +451,7 @@ def test_convert_native_linalg_is_refused_for_tf(rng):
         jax2tf_native.convert(jnp.linalg.inv, linalg="lapack")
 
 
-def test_convert_eig_fails_at_export_naming_primitive_and_platform(rng):
+def test_convert_pivoted_qr_fails_at_export_naming_primitive_and_platform(rng):
     a = _general(rng, np.float32, (N, N))
-    with pytest.raises(jax2tf_native.NonPortableLinalgError, match=r"'eig'.*platform\(s\) cpu"):
-        jax2tf_native.convert(lambda a: jnp.linalg.eig(a)[0])(a)
+    with pytest.raises(jax2tf_native.NonPortableLinalgError, match=r"'qr'.*platform\(s\) cpu"):
+        jax2tf_native.convert(lambda a: jsl.qr(a, pivoting=True)[0])(a)

@@ -7,14 +7,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import jax.numpy as jnp
 from jax import lax
-from jax.interpreters import mlir
 
 from jax2tf_native import _jax_internals
 from jax2tf_native.linalg.cholesky import _cholesky_rule, _triangular_solve_rule
+from jax2tf_native.linalg import nonsymmetric_rules
 from jax2tf_native.linalg.eigh import _eigh_rule
-from jax2tf_native.linalg.errors import raise_non_portable
+from jax2tf_native.linalg.errors import require_static
 from jax2tf_native.linalg.lu import _lu_rule
 from jax2tf_native.linalg.qr import (_geqrf_rule, _householder_product_rule, _ormqr_rule,
                                      _qr_rule)
@@ -26,31 +25,14 @@ from jax2tf_native.linalg.tridiagonal_solve import _tridiagonal_solve_rule
 _KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 # ---------------------------------------------------------------------------
-# Primitives with no portable lowering: fail while exporting.
+# eig, schur, hessenberg: the QR algorithm needs a concrete matrix size.
 
-_NO_PORTABLE_FORM = {
-    "eig": "the general (non-symmetric) eigendecomposition exists only as "
-           "LAPACK geev in jaxlib; XLA has no expander for it",
-    "schur": "the Schur decomposition exists only as LAPACK gees in jaxlib "
-             "(this also covers sqrtm and funm)",
-    "hessenberg": "Hessenberg reduction exists only as LAPACK gehrd in jaxlib",
-}
-
-
-def _is_empty(aval) -> bool:
-    return any(isinstance(d, int) and d == 0 for d in aval.shape)
-
-
-def _non_portable_rule(name: str):
-    def rule(ctx, *args, **params):
-        del params
-        if all(_is_empty(aval) for aval in ctx.avals_out):
-            # Nothing to compute (e.g. eigvals of a 0x0 matrix): the results are empty arrays.
-            return mlir.lower_fun(lambda *_: [jnp.zeros(a.shape, a.dtype) for a in ctx.avals_out],
-                                  multiple_results=True)(ctx, *args)
-        raise_non_portable(ctx, name, _NO_PORTABLE_FORM[name])
-    rule.__name__ = f"_{name}_not_portable_rule"
-    return rule
+def _static_square_rule(name: str, rule):
+    def checked(ctx, a, **params):
+        require_static(ctx, name, *ctx.avals_in[0].shape[-2:])
+        return rule(ctx, a, **params)
+    checked.__name__ = f"_{name}_portable_rule"
+    return checked
 
 
 # ---------------------------------------------------------------------------
@@ -88,7 +70,8 @@ def portable_lowering_rules() -> tuple[tuple[Any, Any], ...]:
                 (lin.tridiagonal_solve_p, _tridiagonal_solve_rule),
                 (lin.tridiagonal_p, _tridiagonal_rule),
             ]
-            table += [(getattr(lin, f"{name}_p"), _non_portable_rule(name))
+            table += [(getattr(lin, f"{name}_p"),
+                       _static_square_rule(name, getattr(nonsymmetric_rules, f"{name}_rule")))
                       for name in ("eig", "schur", "hessenberg")]
             # Not exported publicly by JAX: see _jax_internals.
             table += [(_jax_internals.geqrf_p, _geqrf_rule),
