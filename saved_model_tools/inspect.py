@@ -29,9 +29,16 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import tensorflow as tf
+from google.protobuf import message, text_format
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.framework import dtypes as tf_dtypes
+
 from saved_model_tools import manifest as manifest_lib
 from tf_ops import custom_call_allowlist, runnable
 from tf_ops import shardings as tf_shardings
+from tf_ops import versions
+from saved_model_tools import warmup
 
 # Measured by tools/tf_version_matrix.py; read, never edited, here.
 TF_VERSION_MATRIX_FILE = Path(__file__).resolve().parent / "data" / "tf_version_matrix.json"
@@ -314,8 +321,6 @@ def read_saved_model_proto(saved_model_dir: str | Path):
     Raises:
       SavedModelReadError: the directory or saved_model.pb(txt) is missing, or does not parse.
     """
-    from google.protobuf import message, text_format
-    from tensorflow.core.protobuf import saved_model_pb2
 
     directory = Path(saved_model_dir)
     if not directory.exists():
@@ -364,7 +369,6 @@ def select_meta_graph(proto, tag: str = "serve"):
 
 
 def _dtype_name(enum_value: int) -> str:
-    import tensorflow as tf
     try:
         return tf.dtypes.as_dtype(enum_value).name
     except TypeError:
@@ -481,8 +485,6 @@ def module_text(module: bytes) -> tuple[str | None, str | None]:
     A portable artifact is deserialized by TF's StableHLO library (no JAX), then printed by TF's
     MLIR. Modules stored as MLIR text (calling conventions < 5 allowed it) are returned as is.
     """
-    import tensorflow as tf
-    from tf_ops import versions
 
     if not module.startswith(_BYTECODE_MAGIC):
         try:
@@ -624,8 +626,6 @@ def _combined_support(supports: Sequence[TfSupport]) -> TfSupport:
 # Variables
 
 def _variables(saved_model_dir: Path) -> tuple[VariableReport, ...]:
-    import tensorflow as tf
-
     prefix = saved_model_dir / "variables" / "variables"
     index = Path(str(prefix) + ".index")
     if not index.is_file():
@@ -716,7 +716,6 @@ def check_readable(saved_model_dir: str | Path):
 
 def _manifest_disagreements(name: str, sig_def, recorded) -> list[str]:
     """Where the manifest's record of a signature differs from the graph's signature."""
-    from tensorflow.python.framework import dtypes as tf_dtypes
 
     notes = []
     for kind, graph_side, manifest_side in (("input", sig_def.inputs, recorded.inputs),
@@ -761,7 +760,6 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
         (0,)
         >>> print(report.format())
     """
-    import tensorflow as tf
 
     directory = Path(saved_model_dir)
     proto = read_saved_model_proto(directory)
@@ -883,7 +881,6 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
     warmup_lines = None
     warmup_file = directory / manifest_lib.WARMUP_FILE
     if warmup_file.is_file():
-        from saved_model_tools import warmup
         try:
             requests = warmup.read_warmup_requests(warmup_file)
             warmup_lines = tuple(warmup.summarize(requests))
@@ -938,7 +935,6 @@ def _shardings_around(call_node, nodes) -> tuple[tuple, tuple]:
 
 
 def _raw_vhlo_text(module: bytes) -> tuple[str | None, str | None]:
-    import tensorflow as tf
     with native_stderr_captured():
         try:
             return tf.mlir.experimental.run_pass_pipeline(_Utf8Passthrough(module), "",

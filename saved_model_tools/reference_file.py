@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+import tensorflow as tf  # TF knows ml_dtypes' names ("bfloat16") without importing JAX.
+
+from saved_model_tools import manifest
 
 DTYPES_KEY = "__dtype_names__"
 
 
 def _numpy_dtype(name: str) -> np.dtype:
-    import tensorflow as tf  # TF knows ml_dtypes' names ("bfloat16") without importing JAX.
-
     return np.dtype(tf.dtypes.as_dtype(name).as_numpy_dtype)
 
 
@@ -53,7 +54,6 @@ def read(path: Path) -> dict[str, np.ndarray]:
     Raises:
       manifest.ManifestError: the file is unreadable or its recorded dtype names are not valid.
     """
-    from saved_model_tools import manifest  # manifest reads JSON records; no cycle at import
 
     arrays = manifest.load_npz(path)
     try:
