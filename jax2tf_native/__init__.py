@@ -1,7 +1,9 @@
 """jax2tf-native: run JAX functions in TensorFlow as single XlaCallModule ops, via jax.export.
 
-Public API (imported on first use, so that `jax2tf-native inspect/verify` run on hosts without
-JAX):
+Public API (each name is imported on first use by `__getattr__` below: importing the package
+imports nothing, so the artifact sandbox's server, `python -m jax2tf_native.artifact_sandbox`,
+runs with JAX's MLIR bindings and no TensorFlow, and Keras / Flax / Equinox load only when a
+model of theirs is given; docs/architecture.md):
   convert              -- drop-in for jax.experimental.jax2tf.convert.
   input_signature      -- tf.TensorSpec pytree for tf.function, None where symbolic.
   call_exported        -- run a jax.export.Exported (or its bytes) as a TF function.

@@ -28,7 +28,7 @@ import tensorflow as tf
 from saved_model_tools import inspect as inspect_lib
 from saved_model_tools import manifest as manifest_lib
 from saved_model_tools import reference_file
-from saved_model_tools.inspect import native_stderr_captured
+from saved_model_tools.inspect_stablehlo import native_stderr_captured
 
 from saved_model_tools.verify import (EXIT_FAILED, EXIT_NO_REFERENCES, EXIT_PASSED,
                                       OutputCheck)
