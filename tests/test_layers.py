@@ -7,6 +7,8 @@
 - Imports inside functions exist only where FUNCTION_LEVEL_IMPORTS lists them (each with its
   reason, mirrored in docs/architecture.md).
 - The reading tools import with JAX blocked and leave `jax` out of sys.modules.
+- Nothing shipped uses the repository's tests/ or tools/ (back-compat generation is
+  tools/backcompat).
 """
 from __future__ import annotations
 
@@ -94,6 +96,21 @@ def test_imports_flow_one_way_saved_model_tools_jax2tf_native_tf_ops():
             if top in LAYERS and LAYERS.index(top) > level:
                 upward.append(f"{path.relative_to(PROJECT_ROOT)} ({function}) imports {name}")
     assert upward == []
+
+
+def test_shipped_packages_use_nothing_of_the_repository_tests_or_tools():
+    """An installed wheel has no tests/ or tools/: no product module imports them or builds a
+    path through a directory of that name."""
+    found = []
+    for _, path in _modules():
+        tree = _parse(path)
+        for name, function in _imports(tree):
+            if name.split(".")[0] in ("tests", "tools"):
+                found.append(f"{path.relative_to(PROJECT_ROOT)} ({function}) imports {name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in ("tests", "tools"):
+                found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} {node.value!r}")
+    assert found == []
 
 
 def test_reading_side_imports_no_writing_side_module():
