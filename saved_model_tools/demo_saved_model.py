@@ -2,6 +2,10 @@
 verify it without JAX, and report signatures, sizes, the verify result and latencies."""
 from __future__ import annotations
 
+import atexit
+import functools
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -94,3 +98,21 @@ def run(out_dir: str, out: Callable[[str], None] = print) -> bool:
             lambda: serve(images=tf_images)["logits"].numpy(), repeats=20)
         out(f"{batch:>6} {jax_ms:>8.3f} {tf_ms:>13.3f}")
     return report.ok
+
+
+@functools.cache
+def small_saved_model() -> Path:
+    """A small SavedModel, `y = x @ w` with a polymorphic batch, written once per process into
+    a temporary directory (removed at exit): the model the reading tools' examples read.
+
+    Example:
+        >>> (small_saved_model() / "saved_model.pb").is_file()
+        True
+    """
+    directory = Path(tempfile.mkdtemp(prefix="jax2tf_native_example_"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    w = np.arange(6, dtype=np.float32).reshape(3, 2)
+    writer.save(directory / "model", lambda p, x: x @ p["w"], {"w": w},
+                [np.ones((2, 3), np.float32)], polymorphic_shapes=["(b, 3)"],
+                input_names=["x"], output_names=["y"])
+    return directory / "model"

@@ -58,7 +58,10 @@ def check_readable(saved_model_dir: str | Path):
       SavedModelReadError: naming the file and what is wrong with it.
 
     Example:
-        >>> check_readable("/tmp/model")
+        >>> from saved_model_tools.demo_saved_model import small_saved_model
+        >>> proto = check_readable(small_saved_model())
+        >>> len(proto.meta_graphs)
+        1
     """
     directory = Path(saved_model_dir)
     proto = read_saved_model_proto(directory)
@@ -124,10 +127,16 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
       ValueError: jax2tf-native's manifest exists but cannot be read.
 
     Example:
-        >>> report = inspect_saved_model("/tmp/model")
+        >>> from saved_model_tools.demo_saved_model import small_saved_model
+        >>> report = inspect_saved_model(small_saved_model())
         >>> report.signature("serving_default").inputs[0].polymorphic_dims
         (0,)
         >>> print(report.format())
+        SavedModel ... Signatures (1):
+          serving_default  [tensorflow/serving/predict]
+            in   x: float32[?, 3]  (polymorphic_shapes '(b, 3)')
+            out  y: float32[?, 2]
+        ...
     """
 
     directory = Path(saved_model_dir)

@@ -27,8 +27,10 @@ def write(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     """Writes `arrays` (numpy or ml_dtypes dtypes) to the .npz file `path`.
 
     Example:
-        >>> write(Path("r.npz"), {"outputs/y": np.ones(2, ml_dtypes.bfloat16)})
-        >>> read(Path("r.npz"))["outputs/y"].dtype
+        >>> import tempfile, ml_dtypes
+        >>> path = Path(tempfile.mkdtemp()) / "r.npz"
+        >>> write(path, {"outputs/y": np.ones(2, ml_dtypes.bfloat16)})
+        >>> read(path)["outputs/y"].dtype
         dtype(bfloat16)
     """
     stored, names = {}, {}

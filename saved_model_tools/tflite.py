@@ -243,7 +243,10 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
       ValueError: a bad `batch_size`.
 
     Example:
-        >>> report = convert_to_tflite("/tmp/model", "/tmp/model.tflite")
+        >>> import tempfile
+        >>> from saved_model_tools.demo_saved_model import small_saved_model
+        >>> out = Path(tempfile.mkdtemp()) / "model.tflite"
+        >>> report = convert_to_tflite(small_saved_model(), out)
         >>> report.ops_set, report.ok
         ('TFLITE_BUILTINS', True)
     """

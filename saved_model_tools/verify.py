@@ -208,9 +208,10 @@ def verify(saved_model_dir: str | Path, *, batch_sizes: Sequence[int] | None = N
       VerifyError: the child process crashed or timed out (its last output is in the message).
 
     Example:
-        >>> report = verify("/tmp/model")
-        >>> print(report.format()); report.ok
-        True
+        >>> from saved_model_tools.demo_saved_model import small_saved_model
+        >>> report = verify(small_saved_model())
+        >>> report.status, report.ok, report.jax_imported
+        ('passed', True, False)
     """
     if batch_sizes is not None:
         batch_sizes = tuple(batch_sizes)

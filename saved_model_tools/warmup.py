@@ -130,10 +130,15 @@ def write_warmup_requests(path: str | Path,
       ValueError: no requests, or more than TF Serving reads (1000).
 
     Example:
-        >>> write_warmup_requests(
-        ...     "model/assets.extra/tf_serving_warmup_requests",
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "assets.extra" / "tf_serving_warmup_requests"
+        >>> write_warmup_requests(  # returns the path written
+        ...     path,
         ...     [("serving_default", {"images": np.zeros((1, 28, 28, 1), np.float32)}),
         ...      ("serving_default", {"images": np.zeros((8, 28, 28, 1), np.float32)})])
+        PosixPath('.../assets.extra/tf_serving_warmup_requests')
+        >>> len(read_warmup_requests(path))
+        2
     """
     checked = [_check_request(i, r) for i, r in enumerate(requests)]
     if not checked:
@@ -231,6 +236,10 @@ def read_warmup_requests(path: str | Path) -> list[tuple[str, dict[str, np.ndarr
         names the record).
 
     Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "tf_serving_warmup_requests"
+        >>> _ = write_warmup_requests(
+        ...     path, [("serving_default", {"images": np.zeros((1, 28, 28, 1), np.float32)})])
         >>> [(sig, {k: v.shape for k, v in inputs.items()})
         ...  for sig, inputs in read_warmup_requests(path)]
         [('serving_default', {'images': (1, 28, 28, 1)})]

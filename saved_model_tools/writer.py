@@ -190,9 +190,13 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
       jax2tf_native.errors.TargetTfError: `target_tf` cannot run the model (nothing written).
 
     Example:
-        >>> save("/tmp/mnist/1", example_model.apply, example_model.init_params(0),
-        ...      [example_model.example_images(2)], polymorphic_shapes=["(b, 28, 28, 1)"],
-        ...      input_names=["images"])
+        >>> import tempfile
+        >>> from jax2tf_native import example_model
+        >>> record = save(tempfile.mkdtemp() + "/mnist/1", example_model.apply,
+        ...               example_model.init_params(0), [example_model.example_images(2)],
+        ...               polymorphic_shapes=["(b, 28, 28, 1)"], input_names=["images"])
+        >>> [(t.name, t.shape) for t in record.signature("serving_default").inputs]
+        [('images', (None, 28, 28, 1))]
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable as fn(params, *args), got {type(fn).__name__}.")

@@ -47,8 +47,15 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
         whole is serialized for the target's StableHLO version.
 
     Example:
-        >>> blob = jax.export.export(jax.jit(model))(params, images_spec).serialize(vjp_order=1)
-        >>> save_exported("/tmp/model/1", blob, params=params, input_names=["images"])
+        >>> import tempfile
+        >>> params = {"w": np.ones((3, 2), np.float32)}
+        >>> x_spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("(b, 3)"), np.float32)
+        >>> model = jax.jit(lambda p, x: x @ p["w"])
+        >>> blob = jax.export.export(model)(params, x_spec).serialize(vjp_order=1)
+        >>> record = save_exported(tempfile.mkdtemp() + "/model/1", blob, params=params,
+        ...                        input_names=["x"])
+        >>> [(t.name, t.shape) for t in record.signature("serving_default").inputs]
+        [('x', (None, 3))]
     """
     exported = jax2tf_native.deserialize(exported_or_bytes)
     args_tree, kwargs_tree = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals)
