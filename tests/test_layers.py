@@ -34,11 +34,6 @@ FUNCTION_LEVEL_IMPORTS = {
         "flax is optional; only a .msgpack parameter file needs it",
     ("saved_model_tools/export_command.py", "run"):
         "TensorFlow only after the command's cheap checks (a bad command fails in < 1 s)",
-    ("jax2tf_native/exporting.py", "export"):
-        "linalg_portable is large and only needed when exporting",
-    ("jax2tf_native/exporting.py", "export_prepared"):
-        "tf_runner imports TF (exporting stays importable alone); _jax_internals and errors "
-        "on the error path",
     ("jax2tf_native/artifact_sandbox.py", "_read_line"): "select: POSIX only, parent side",
     ("jax2tf_native/artifact_sandbox.py", "deserialize_artifact"):
         "runs in the sandbox child, which avoids TensorFlow unless the artifact needs call_tf",
@@ -46,8 +41,6 @@ FUNCTION_LEVEL_IMPORTS = {
     ("jax2tf_native/artifact_sandbox.py", "_server_main"):
         "imported once in the sandbox server so each forked check starts in ~10 ms",
     ("jax2tf_native/vjp_functions.py", "output_leaves"): "error path (gradient modules: issue16grad)",
-    ("jax2tf_native/errors.py", "__getattr__"):
-        "NonPortableLinalgError is defined by the linalg module, which imports errors",
     ("tf_ops/module_for_tf.py", "module_bytes_for_tf"):
         "versions imports TF; reserialize runs in the artifact sandbox child without TF",
     ("tf_ops/module_for_tf.py", "reserialize"): "tf_targets imports TF (sandbox child: no TF)",
