@@ -1,7 +1,9 @@
 """jax2tf-native: run JAX functions in TensorFlow as single XlaCallModule ops, via jax.export.
 
-Public API (imported on first use, so that `jax2tf-native inspect/verify` run on hosts without
-JAX):
+Public API, each name imported on first use by `__getattr__` below: `import jax2tf_native`
+imports neither JAX nor TensorFlow, so it loads no framework either (TF's import brings Keras,
+which must come after the user chose its backend; tests/frameworks/test_optional_imports.py),
+and a submodule such as `jax2tf_native.example_model` imports only what it needs:
   convert              -- drop-in for jax.experimental.jax2tf.convert.
   input_signature      -- tf.TensorSpec pytree for tf.function, None where symbolic.
   call_exported        -- run a jax.export.Exported (or its bytes) as a TF function.

@@ -45,10 +45,5 @@ from tf_ops.custom_call_check import CustomCallNotAllowedError  # noqa: E402,F40
 # Raised when a module cannot be written for, or run by, the requested `target_tf`.
 from tf_ops.tf_targets import TargetTfError  # noqa: E402,F401
 
-
-def __getattr__(name):
-    # Defined with the portable lowering, a large module: imported only when asked for.
-    if name == "NonPortableLinalgError":
-        from jax2tf_native.linalg_portable import NonPortableLinalgError
-        return NonPortableLinalgError
-    raise AttributeError(f"module 'jax2tf_native.errors' has no attribute {name!r}")
+# Raised at export for linear algebra the portable lowering does not cover; defined with it.
+from jax2tf_native.linalg_portable import NonPortableLinalgError  # noqa: E402,F401

@@ -10,6 +10,8 @@ from typing import Any, Callable, Sequence
 
 import jax
 
+from jax2tf_native import _jax_internals, linalg_portable, tf_runner
+from jax2tf_native.errors import PolymorphicShapeError
 from tf_ops import tf_targets, versions
 
 logger = logging.getLogger("jax2tf_native")
@@ -86,7 +88,6 @@ def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
         >>> exp.in_avals
         (ShapedArray(float32[3]),)
     """
-    from jax2tf_native import linalg_portable  # large module; only needed when exporting
     version = negotiated_calling_convention_version(max_calling_convention)
     scope = (linalg_portable.export_scope(platforms=platforms or (jax.default_backend(),))
              if check_linalg_mode(linalg) == "portable" else contextlib.nullcontext({}))
@@ -152,10 +153,8 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
 
     `shardings`: a `shardings.FunctionShardings` for `fun`'s inputs and leading outputs, or None.
     """
-    from jax2tf_native import tf_runner  # tf_runner imports TF; exporting stays importable alone.
     logger.debug("jax2tf_native: exporting %s for %s", getattr(fun, "__name__", "fun"),
                  [f"{s.path}: {s.struct.dtype}[{', '.join(map(str, s.shape))}]" for s in specs])
-    from jax2tf_native import _jax_internals
     try:
         # jax2tf.call_tf(..., call_tf_graph=True) calls TF functions that travel with the op.
         with _jax_internals.collecting_call_tf_functions() as tf_functions:
@@ -168,7 +167,6 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
     except ValueError as e:
         if not str(e).startswith("Cannot solve for values of dimension variables"):
             raise
-        from jax2tf_native.errors import PolymorphicShapeError
         given = "; ".join(f"{s.path}: {s.spec!r}" for s in specs if s.spec)
         raise PolymorphicShapeError(
             f"JAX cannot compute the dimension variables from the input shapes ({given}): "

@@ -90,8 +90,12 @@ def atomic_directory(target: str | os.PathLike, *, overwrite: bool) -> Iterator[
       PermissionError: the parent directory is not writable.
 
     Example:
-        >>> with atomic_directory("/tmp/model/1", overwrite=True) as tmp:
-        ...     (tmp / "saved_model.pb").write_bytes(b"...")
+        >>> import tempfile
+        >>> target = Path(tempfile.mkdtemp()) / "model" / "1"
+        >>> with atomic_directory(target, overwrite=True) as tmp:
+        ...     _ = (tmp / "saved_model.pb").write_bytes(b"...")
+        >>> [p.name for p in target.iterdir()]
+        ['saved_model.pb']
     """
     target = Path(os.path.abspath(os.fspath(target)))
     if target.exists() and not target.is_dir():

@@ -1,8 +1,8 @@
 """argparse wiring for `jax2tf-native inspect | verify | tflite` (none of them needs JAX).
 
-`jax2tf_native/cli.py` adds these to its sub-commands; `python -m saved_model_tools.commands`
+`saved_model_tools/cli.py` adds these to its sub-commands; `python -m saved_model_tools.commands`
 runs them alone, e.g. on a serving host where JAX is not installed. Nothing heavy is imported
-until a command runs.
+until a command runs: the handlers reach the tools through the package's lazy attributes.
 
 Exit codes: 0 passed; 1 a mismatch or a failed call; 2 bad usage or an unreadable SavedModel;
 3 nothing recorded to compare with (a smoke run only; `--allow-no-references` turns a passing
@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+
+import saved_model_tools
 
 EXIT_UNREADABLE = 2
 
@@ -68,8 +70,7 @@ def _unreadable(args: argparse.Namespace, error: Exception) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from saved_model_tools import inspect as inspect_lib
-
+    inspect_lib = saved_model_tools.inspect
     try:
         report = inspect_lib.inspect_saved_model(args.dir, mlir=args.mlir)
     except (inspect_lib.SavedModelReadError, ValueError) as e:
@@ -79,12 +80,10 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from saved_model_tools import verify as verify_lib
-    from saved_model_tools.inspect import SavedModelReadError
-
+    verify_lib, tf_envs = saved_model_tools.verify, saved_model_tools.tf_envs
+    SavedModelReadError = saved_model_tools.inspect.SavedModelReadError
     python = None
     if args.tf is not None:
-        from saved_model_tools import tf_envs
         try:
             python = tf_envs.ensure_tf_env(
                 tf_envs.check_version(args.tf),
@@ -106,11 +105,9 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _tflite(args: argparse.Namespace) -> int:
-    from saved_model_tools import tflite as tflite_lib
-    from saved_model_tools.inspect import SavedModelReadError
-
-    from saved_model_tools.manifest import ManifestError
-
+    tflite_lib = saved_model_tools.tflite
+    SavedModelReadError = saved_model_tools.inspect.SavedModelReadError
+    ManifestError = saved_model_tools.manifest.ManifestError
     try:
         report = tflite_lib.convert_to_tflite(
             args.dir, args.out, signature=args.signature, batch_size=args.batch_size,

@@ -2,6 +2,10 @@
 
 Exports a user's JAX function `FUNCTION(params, *inputs)` with parameters from a file as a
 SavedModel, printing each phase with its time.
+
+A MODULE:FUNCTION that does not import, or a bad --input, fails before TensorFlow or JAX is
+imported (TensorFlow in `run`, JAX through the package's lazy `saved_model_tools.references` /
+`saved_model_tools.save`).
 """
 from __future__ import annotations
 
@@ -11,6 +15,11 @@ import re
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
+
+import saved_model_tools
+from saved_model_tools import commands
 
 _INPUT_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*):(?P<dtype>[a-z0-9]+)"
                        r"\[(?P<dims>[^\[\]]*)\]$")
@@ -58,13 +67,12 @@ def load_function(spec: str):
 
 def load_params(path: str):
     """Parameters from .npz (keys "a/b" become nested dicts) or a Flax .msgpack file."""
-    import numpy as np
     file = Path(path)
     if not file.is_file():
         raise CommandError(f"--params {path}: no such file.")
     if file.suffix == ".msgpack":
         try:
-            from flax import serialization
+            from flax import serialization  # optional dependency, needed for .msgpack only
         except ImportError:
             raise CommandError("--params .msgpack needs Flax (pip install flax), or save the "
                                "parameters with numpy.savez instead.") from None
@@ -92,10 +100,8 @@ def run(args: argparse.Namespace, out=print) -> int:
     inputs = [parse_input(text) for text in args.input]
     if not inputs:
         raise CommandError("give at least one --input NAME:DTYPE[DIMS].")
-    import numpy as np
-    import tensorflow as tf
-    import saved_model_tools
-    from saved_model_tools import references
+    import tensorflow as tf  # after the checks above: a bad command fails in well under 1 s
+    references = saved_model_tools.references
     examples, specs = [], []
     for index, (name, dtype, dims) in enumerate(inputs):
         try:
@@ -117,7 +123,7 @@ def run(args: argparse.Namespace, out=print) -> int:
     out(f"saved {args.out} in {time.perf_counter() - start:.2f} s")
     if args.no_verify:
         return 0
-    from saved_model_tools import verify as verify_lib
+    verify_lib = saved_model_tools.verify
     verify_start = time.perf_counter()
     report = verify_lib.verify(args.out)
     failed = [c.line() for c in report.checks if not c.passed] + list(report.errors)
@@ -150,7 +156,6 @@ def add_export_command(subparsers) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from saved_model_tools import commands
     try:
         return run(args)
     except CommandError as e:

@@ -33,9 +33,15 @@ def save_model(export_dir: str | os.PathLike, model: Any, example_args: Sequence
         polymorphic_constraints, signatures, ...); `trainable` overrides the framework's split.
 
     Example:
-        >>> model = CNN(rngs=nnx.Rngs(0)); model.eval()
-        >>> save_model("/tmp/cnn/1", model, [images], polymorphic_shapes=["(b, 28, 28, 1)"],
-        ...            input_names=["images"])
+        >>> import tempfile
+        >>> import numpy as np
+        >>> from flax import nnx
+        >>> model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+        >>> record = save_model(tempfile.mkdtemp() + "/linear/1", model,
+        ...                     [np.ones((4, 3), np.float32)], polymorphic_shapes=["(b, 3)"],
+        ...                     input_names=["x"])
+        >>> [(t.name, t.shape) for t in record.signature("serving_default").inputs]
+        [('x', (None, 3))]
     """
     functional = frameworks.functional_model(model, variables, method=method,
                                              **(call_kwargs or {}))

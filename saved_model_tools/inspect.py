@@ -14,676 +14,38 @@ Sources, in order of trust:
   - `saved_model_tools/data/tf_version_matrix.json`: which TF version reads which StableHLO version and
     runs which calling convention (measured by tools/tf_version_matrix.py);
   - `tf_ops.custom_call_allowlist`: which custom-call targets TF's XLA can run, per platform.
+
+This module assembles the report; the pieces live beside it, and their public names are
+importable from here too: `inspect_records` (the report dataclasses), `inspect_proto`
+(saved_model.pb and the checkpoint), `inspect_stablehlo` (module headers, text, custom calls),
+`inspect_tf_versions` (the measured TF version matrix and the oldest-TF rule), `inspect_format`
+(the text output).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import hashlib
-import json
-import math
-import os
-import re
-import tempfile
 from pathlib import Path
-from typing import Iterator, Sequence
+
+import tensorflow as tf
+from tensorflow.python.framework import dtypes as tf_dtypes
 
 from saved_model_tools import manifest as manifest_lib
-from tf_ops import custom_call_allowlist, runnable
+from saved_model_tools import warmup
+from saved_model_tools.inspect_proto import (  # noqa: F401  (public names re-exported)
+    check_contained, check_data_shards, function_edges, read_saved_model_proto, read_variables,
+    select_meta_graph, signature_functions, tensor_report)
+from saved_model_tools.inspect_records import (  # noqa: F401
+    CustomCallReport, ModuleReport, SavedModelReadError, SavedModelReport, SignatureReport,
+    TensorReport, TfSupport, VariableReport)
+from saved_model_tools.inspect_stablehlo import (  # noqa: F401
+    BYTECODE_MAGIC, STABLEHLO_PRODUCER, custom_call_report, custom_call_targets, main_signature,
+    module_text, native_stderr_captured, raw_vhlo_text, rewritten_lapack_targets,
+    stablehlo_producer)
+from saved_model_tools.inspect_tf_versions import (  # noqa: F401
+    TF_VERSION_MATRIX_FILE, combined_support, load_tf_version_matrix, tf_support)
+from tf_ops import runnable
 from tf_ops import shardings as tf_shardings
-
-# Measured by tools/tf_version_matrix.py; read, never edited, here.
-TF_VERSION_MATRIX_FILE = Path(__file__).resolve().parent / "data" / "tf_version_matrix.json"
-
-# TF's XlaCallModule kernel accepts calling conventions from 4 on (see tf_ops.versions).
-_MIN_CALLING_CONVENTION = 4
-_BYTECODE_MAGIC = b"ML\xefR"
-_STABLEHLO_PRODUCER = re.compile(r"^StableHLO_v(\d+\.\d+\.\d+)$")
-# `stablehlo.custom_call @target(` (pretty form, bare or quoted symbol) and
-# `call_target_name = "target"` / `#vhlo.string_v1<"target">` (generic / VHLO forms).
-_CUSTOM_CALL_PRETTY = re.compile(r'stablehlo\.custom_call\s+@(?:"([^"]+)"|([\w$.\-]+))')
-_CUSTOM_CALL_GENERIC = re.compile(
-    r'call_target_name\s*=\s*(?:#vhlo\.string_v1<)?"([^"]+)"')
-# jax2tf_native.lapack_rewrite names the portable function replacing a LAPACK custom call
-# `_lapack_portable<K>_<k>_<target>_main` (its module surgery); no JAX is needed to read it.
-_REWRITTEN_LAPACK = re.compile(
-    r'func\.func private @"?_lapack_portable\d+_\d+_(lapack_\w+?_ffi)_main\b')
-_VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
-_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-
-
-class SavedModelReadError(ValueError):
-    """The directory is not a readable SavedModel (missing, or a corrupt saved_model.pb)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorReport:
-    """One named input or output of a signature.
-
-    Attributes:
-      name: the signature key, e.g. "images".
-      dtype: the numpy-style dtype name, e.g. "float32".
-      shape: the static shape from the SignatureDef, None for a dimension left open
-        (polymorphic); the whole shape is None when even the rank is unknown.
-      tensor_name: the graph tensor the TF1 session path feeds or fetches, e.g.
-        "serving_default_images:0".
-      polymorphic_shape: the polymorphic shape string recorded by jax2tf-native (e.g.
-        "(b, 28, 28, 1)"), None without our manifest.
-    """
-    name: str
-    dtype: str
-    shape: tuple[int | None, ...] | None
-    tensor_name: str
-    polymorphic_shape: str | None = None
-
-    @property
-    def polymorphic_dims(self) -> tuple[int, ...]:
-        """Indices of the dimensions left open, e.g. (0,) for a polymorphic batch."""
-        return () if self.shape is None else tuple(i for i, d in enumerate(self.shape)
-                                                   if d is None)
-
-    def describe(self) -> str:
-        if self.shape is None:
-            dims = "<unknown rank>"
-        else:
-            dims = "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
-        text = f"{self.name}: {self.dtype}{dims}"
-        if self.polymorphic_shape:
-            text += f"  (polymorphic_shapes {self.polymorphic_shape!r})"
-        return text
-
-
-@dataclasses.dataclass(frozen=True)
-class SignatureReport:
-    """A SignatureDef: an entry point TF Serving (and `loaded.signatures[...]`) can call.
-
-    Attributes:
-      name: the signature key, e.g. "serving_default".
-      method_name: e.g. "tensorflow/serving/predict" (may be empty in TF2-only models).
-      inputs: the named inputs, sorted by name.
-      outputs: the named outputs, sorted by name.
-      reference_batch_sizes: batch sizes of the reference data jax2tf-native recorded for this
-        signature (empty without our manifest).
-      reference_source: "jax" or "tf": which computed the recorded outputs; None without.
-      functions: the function-library functions this signature calls, transitively.
-    """
-    name: str
-    method_name: str
-    inputs: tuple[TensorReport, ...]
-    outputs: tuple[TensorReport, ...]
-    reference_batch_sizes: tuple[int, ...] = ()
-    reference_source: str | None = None
-    functions: tuple[str, ...] = ()
-
-    @property
-    def polymorphic_inputs(self) -> dict[str, tuple[int, ...]]:
-        """{input name: open dimension indices} for the inputs with any."""
-        return {t.name: t.polymorphic_dims for t in self.inputs if t.polymorphic_dims}
-
-
-@dataclasses.dataclass(frozen=True)
-class CustomCallReport:
-    """One custom-call target found in a module.
-
-    Attributes:
-      target: the `call_target_name`.
-      allowed: whether it is on jax2tf-native's allowlist (tf_ops/custom_call_allowlist.py).
-      runs_in_tf: whether TF's XLA can execute it on at least one of the module's platforms.
-      tf_runnable_platforms: the module platforms (lower case) on which TF can execute it.
-      note: where the claim comes from, or why the target cannot run.
-    """
-    target: str
-    allowed: bool
-    runs_in_tf: bool
-    tf_runnable_platforms: tuple[str, ...]
-    note: str
-
-
-@dataclasses.dataclass(frozen=True)
-class TfSupport:
-    """Which TF versions of the measured matrix can run a module (or all of a model's modules).
-
-    Attributes:
-      oldest_tf: the oldest TF version (e.g. "2.20") from which every newer TF in the matrix
-        can run it; None when none can, or when it cannot be decided.
-      reason: why that version (what limits older ones), or why none.
-      by_version: {tf version: None if it can run it, else the reason it cannot}.
-    """
-    oldest_tf: str | None
-    reason: str
-    by_version: dict = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
-class ModuleReport:
-    """One distinct StableHLO module held by XlaCallModule ops (de-duplicated by content).
-
-    Attributes:
-      sha256: hex digest of the module bytes (the identity used to de-duplicate).
-      size_bytes: length of the serialized module.
-      copies: how many XlaCallModule ops in the function library hold these exact bytes.
-      calling_convention_version: the op's `version` attribute.
-      platforms: the op's `platforms` attribute, e.g. ("CPU",).
-      disabled_checks: the op's `disabled_checks` attribute.
-      stablehlo_version: the StableHLO version in the artifact header (e.g. "1.13.7"); None if
-        the module is not a StableHLO portable artifact.
-      producer: the raw producer string of the header, e.g. "StableHLO_v1.13.7".
-      deserializes_in_installed_tf: whether the installed TensorFlow could read the module.
-      deserialize_error: the installed TF's diagnostic when it could not, else None.
-      custom_calls: each distinct custom-call target in the module, sorted by name.
-      main_signature: the `@main` function's signature line from the StableHLO text (argument and
-        result types), None if the text is unavailable.
-      functions: the function-library functions that contain an op with this module.
-      signatures: the signatures that call (transitively) one of those functions; empty for
-        modules reached otherwise, e.g. gradient functions used by `tf.GradientTape`.
-      tf_support: the oldest TF version that can run it, from the version matrix.
-      devices: the number of devices it was exported for (1 unless jax2tf-native recorded more
-        on the op; sharded modules from other writers show their shardings only).
-      input_shardings: per input the op takes, the XLA sharding of the `XlaSharding` op feeding
-        it (e.g. "{devices=[2,1]0,1}"), None where unspecified.
-      output_shardings: per output, the sharding of the `XlaSharding` op reading it, or None.
-      multi_device_ops: ops that need its devices partitioned (shard_map, collectives).
-      not_runnable_here: why TF on this host cannot run it (and the fix), None if it can.
-      mlir: the StableHLO text, only when `inspect_saved_model(..., mlir=True)`.
-      rewritten_lapack: the jaxlib LAPACK targets whose calls `call_exported`/`save_exported`
-        replaced by portable StableHLO functions (`jax2tf_native.lapack_rewrite`), sorted.
-    """
-    sha256: str
-    size_bytes: int
-    copies: int
-    calling_convention_version: int
-    platforms: tuple[str, ...]
-    disabled_checks: tuple[str, ...]
-    stablehlo_version: str | None
-    producer: str | None
-    deserializes_in_installed_tf: bool
-    deserialize_error: str | None
-    custom_calls: tuple[CustomCallReport, ...]
-    main_signature: str | None
-    functions: tuple[str, ...]
-    signatures: tuple[str, ...]
-    tf_support: TfSupport
-    devices: int = 1
-    input_shardings: tuple[str | None, ...] = ()
-    output_shardings: tuple[str | None, ...] = ()
-    multi_device_ops: tuple[str, ...] = ()
-    not_runnable_here: str | None = None
-    mlir: str | None = None
-    rewritten_lapack: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class VariableReport:
-    """One variable in the checkpoint.
-
-    Attributes:
-      name: its checkpoint key without the "/.ATTRIBUTES/VARIABLE_VALUE" suffix (the object
-        path, e.g. "params/dense/kernel").
-      dtype: numpy-style dtype name.
-      shape: its static shape.
-      bytes: its size (element count x element size; 0 for strings, whose size is unknown).
-    """
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    bytes: int
-
-
-@dataclasses.dataclass(frozen=True)
-class SavedModelReport:
-    """What a SavedModel holds, as read by `inspect_saved_model` (without JAX).
-
-    Attributes:
-      path: the SavedModel directory.
-      tags: the MetaGraph tags inspected, e.g. ("serve",).
-      saved_model_pb_bytes: size of saved_model.pb (the graph; parameters live in variables/).
-      signatures: every SignatureDef except TF's internal "__saved_model_init_op", by name.
-      modules: the distinct XlaCallModule modules, in order of first appearance.
-      xla_call_module_ops: the number of XlaCallModule ops (copies included).
-      variable_count: number of variables in the checkpoint.
-      variable_bytes: their total size in bytes.
-      variables: each variable, sorted by name.
-      manifest: jax2tf-native's record (`manifest.Manifest`), None if the model has none.
-      warmup_requests: one summary line per TF Serving warmup request in
-        assets.extra/tf_serving_warmup_requests; None when the file is absent.
-      tf_support: the oldest TF version that can run every module the signatures call (all
-        modules when no signature reaches one), from the version matrix.
-      tensorflow_version: the TF version that did the inspecting (it deserialized the modules).
-      notes: anything inconsistent or noteworthy (e.g. manifest vs checkpoint disagreements, an
-        unreadable warmup file).
-    """
-    path: str
-    tags: tuple[str, ...]
-    saved_model_pb_bytes: int
-    signatures: tuple[SignatureReport, ...]
-    modules: tuple[ModuleReport, ...]
-    xla_call_module_ops: int
-    variable_count: int
-    variable_bytes: int
-    variables: tuple[VariableReport, ...]
-    manifest: manifest_lib.Manifest | None
-    warmup_requests: tuple[str, ...] | None
-    tf_support: TfSupport
-    tensorflow_version: str
-    notes: tuple[str, ...] = ()
-
-    def signature(self, name: str) -> SignatureReport:
-        for sig in self.signatures:
-            if sig.name == name:
-                return sig
-        raise KeyError(f"no signature {name!r}; the model has {[s.name for s in self.signatures]}")
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
-    def format(self) -> str:
-        """A human-readable report (the `jax2tf-native inspect` output)."""
-        return "\n".join(_format_lines(self)) + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading saved_model.pb
-
-def check_contained(directory: Path) -> None:
-    """Refuses a SavedModel with a symlink leading outside it (or a cycle), before any read.
-
-    TF and our readers follow symlinks; one pointing outside would make `inspect`/`verify`
-    read (and report on) files the directory's owner did not ship.
-
-    Raises:
-      SavedModelReadError: naming the link and where it leads.
-    """
-    root = directory.resolve()
-    for current, dirs, files in os.walk(directory, followlinks=False):
-        for name in dirs + files:
-            path = Path(current) / name
-            if not path.is_symlink():
-                continue
-            try:
-                target = path.resolve(strict=True)
-            except (OSError, RuntimeError):
-                raise SavedModelReadError(
-                    f"{path} is a broken or looping symlink. Fix: copy the SavedModel with its "
-                    f"files (cp -rL), not with links.") from None
-            if not target.is_relative_to(root):
-                raise SavedModelReadError(
-                    f"{path} is a symlink to {target}, outside the SavedModel directory {root}; "
-                    f"refusing to read it. Fix: copy the files into the directory (cp -rL).")
-
-
-def read_saved_model_proto(saved_model_dir: str | Path):
-    """The parsed `SavedModel` proto of a directory.
-
-    Raises:
-      SavedModelReadError: the directory or saved_model.pb(txt) is missing, or does not parse.
-    """
-    from google.protobuf import message, text_format
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    directory = Path(saved_model_dir)
-    if not directory.exists():
-        raise SavedModelReadError(
-            f"{directory} does not exist. Fix: pass the directory that contains saved_model.pb "
-            f"(the one given to saved_model_tools.save or tf.saved_model.save).")
-    if not directory.is_dir():
-        raise SavedModelReadError(
-            f"{directory} is a file, not a SavedModel directory. Fix: pass the directory that "
-            f"contains saved_model.pb.")
-    check_contained(directory)
-    proto = saved_model_pb2.SavedModel()
-    binary, text = directory / "saved_model.pb", directory / "saved_model.pbtxt"
-    try:
-        if binary.is_file():
-            proto.ParseFromString(binary.read_bytes())
-        elif text.is_file():
-            text_format.Parse(text.read_text(), proto)
-        else:
-            found = sorted(p.name for p in directory.iterdir())[:10]
-            raise SavedModelReadError(
-                f"{directory} has no saved_model.pb (found: {found}). Fix: pass the SavedModel "
-                f"directory itself, not its parent or its variables/ folder.")
-    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as e:
-        raise SavedModelReadError(
-            f"{directory}/saved_model.pb is corrupt: it does not parse as a SavedModel proto "
-            f"({e}). Fix: re-export the model; a partial copy or a truncated download leaves "
-            f"such a file.") from None
-    if not proto.meta_graphs:
-        raise SavedModelReadError(
-            f"{directory}/saved_model.pb holds no MetaGraph (empty or truncated). Fix: re-export "
-            f"the model.")
-    return proto
-
-
-def select_meta_graph(proto, tag: str = "serve"):
-    """The MetaGraph tagged `tag` (TF Serving loads "serve"), else the only one."""
-    for meta_graph in proto.meta_graphs:
-        if tag in meta_graph.meta_info_def.tags:
-            return meta_graph
-    if len(proto.meta_graphs) == 1:
-        return proto.meta_graphs[0]
-    tags = [list(m.meta_info_def.tags) for m in proto.meta_graphs]
-    raise SavedModelReadError(f"no MetaGraph tagged {tag!r}; the model has tag sets {tags}. "
-                              f"Fix: re-export with tags=['serve'] for TF Serving.")
-
-
-def _dtype_name(enum_value: int) -> str:
-    import tensorflow as tf
-    try:
-        return tf.dtypes.as_dtype(enum_value).name
-    except TypeError:
-        return f"<dtype enum {enum_value}>"
-
-
-def _tensor_report(name: str, info, polymorphic_shape: str | None) -> TensorReport:
-    if info.tensor_shape.unknown_rank:
-        shape = None
-    else:
-        shape = tuple(None if d.size < 0 else int(d.size) for d in info.tensor_shape.dim)
-    return TensorReport(name, _dtype_name(info.dtype), shape, info.name, polymorphic_shape)
-
-
-def _function_edges(meta_graph) -> dict[str, set[str]]:
-    """{function: functions it calls} from func-valued attributes and direct calls by op name."""
-    library = {f.signature.name for f in meta_graph.graph_def.library.function}
-    edges: dict[str, set[str]] = {}
-    for fn in meta_graph.graph_def.library.function:
-        called = edges.setdefault(fn.signature.name, set())
-        for node in fn.node_def:
-            called |= _called_functions(node, library)
-    return edges
-
-
-def _called_functions(node, library: set[str]) -> set[str]:
-    called = {node.op} & library
-    for attr in node.attr.values():
-        if attr.HasField("func"):
-            called.add(attr.func.name)
-        elif attr.HasField("list"):
-            called.update(f.name for f in attr.list.func)
-    return called & library
-
-
-def _signature_functions(meta_graph, signature_def, edges) -> tuple[str, ...]:
-    """Functions reachable from the graph nodes that compute the signature's outputs."""
-    library = set(edges)
-    nodes = {n.name: n for n in meta_graph.graph_def.node}
-    pending = [t.name.split(":")[0].lstrip("^") for t in signature_def.outputs.values()]
-    seen_nodes: set[str] = set()
-    functions: set[str] = set()
-    while pending:
-        name = pending.pop()
-        if name in seen_nodes or name not in nodes:
-            continue
-        seen_nodes.add(name)
-        node = nodes[name]
-        functions |= _called_functions(node, library)
-        pending.extend(i.split(":")[0].lstrip("^") for i in node.input)
-    reached, stack = set(), list(functions)
-    while stack:
-        fn = stack.pop()
-        if fn not in reached:
-            reached.add(fn)
-            stack.extend(edges.get(fn, ()))
-    return tuple(sorted(reached))
-
-
-# ---------------------------------------------------------------------------------------------
-# Modules
-
-def stablehlo_producer(module: bytes) -> str | None:
-    """The producer string of an MLIR bytecode header ("StableHLO_v1.13.7"), None if not one."""
-    if not module.startswith(_BYTECODE_MAGIC):
-        return None
-    pos = len(_BYTECODE_MAGIC)
-    while pos < len(module) and module[pos] & 0x80:  # skip the bytecode version (a varint)
-        pos += 1
-    end = module.find(b"\x00", pos + 1)
-    if end < 0:
-        return None
-    try:
-        return module[pos + 1:end].decode("ascii")
-    except UnicodeDecodeError:
-        return None
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", version))
-
-
-class _Utf8Passthrough(bytes):
-    """Bytes that `tf.mlir.experimental.run_pass_pipeline` accepts as its "text".
-
-    The public wrapper calls `mlir_txt.encode('utf-8')` before handing the buffer to MLIR's
-    parser, which also reads bytecode (it checks the "ML\\xefR" magic); binary bytecode is not
-    UTF-8, so we hand the bytes through unchanged instead.
-    """
-
-    def encode(self, *_args, **_kwargs) -> bytes:
-        return bytes(self)
-
-
-@contextlib.contextmanager
-def native_stderr_captured() -> Iterator[list[str]]:
-    """Captures what C++ writes to fd 2 (MLIR diagnostics) into the yielded list, on exit."""
-    captured: list[str] = []
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        saved = os.dup(2)
-        try:
-            os.dup2(sink.fileno(), 2)
-            yield captured
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            captured.append(sink.read().decode("utf-8", "replace"))
-
-
-def module_text(module: bytes) -> tuple[str | None, str | None]:
-    """(StableHLO text, None) of a serialized module, or (None, the installed TF's diagnostic).
-
-    A portable artifact is deserialized by TF's StableHLO library (no JAX), then printed by TF's
-    MLIR. Modules stored as MLIR text (calling conventions < 5 allowed it) are returned as is.
-    """
-    import tensorflow as tf
-    from tf_ops import versions
-
-    if not module.startswith(_BYTECODE_MAGIC):
-        try:
-            return module.decode("utf-8"), None
-        except UnicodeDecodeError:
-            return None, "neither MLIR bytecode nor UTF-8 text"
-    with native_stderr_captured() as diagnostics:
-        try:
-            bytecode = versions.deserialize_with_tf(module)
-            if not bytecode:
-                raise ValueError("deserialized to an empty module")
-            text = tf.mlir.experimental.run_pass_pipeline(_Utf8Passthrough(bytecode), "", False)
-            error = None
-        except Exception as e:  # TF raises ValueError / UnknownError with MLIR's message.
-            text, error = None, f"{type(e).__name__}: {e}"
-    if error is not None:
-        detail = " ".join(line.strip() for line in diagnostics[0].splitlines()
-                          if "error" in line)[:600]
-        return None, f"{error}{' (' + detail + ')' if detail else ''}"
-    return text, None
-
-
-def custom_call_targets(text: str) -> tuple[str, ...]:
-    """The distinct custom-call targets named in StableHLO (pretty, generic or VHLO) text."""
-    found = {a or b for a, b in _CUSTOM_CALL_PRETTY.findall(text)}
-    found.update(_CUSTOM_CALL_GENERIC.findall(text))
-    return tuple(sorted(found))
-
-
-def _main_signature(text: str) -> str | None:
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(("func.func public @main(", "func.func @main(")):
-            return stripped.rstrip(" {")
-    return None
-
-
-def custom_call_report(target: str, platforms: Sequence[str]) -> CustomCallReport:
-    """Whether `target` is allowed and runs in TF on any of `platforms` (e.g. ("CPU",))."""
-    entry = custom_call_allowlist.ALLOWLIST_BY_TARGET.get(target)
-    lowered = tuple(p.lower() for p in platforms)
-    if entry is None:
-        return CustomCallReport(
-            target, False, False, (),
-            "not on jax2tf-native's allowlist (tf_ops/custom_call_allowlist.py): an opaque call "
-            "into code TF may not have. jax2tf_native.convert refuses it unless its check is "
-            "disabled.")
-    runnable = tuple(p for p in lowered if entry.runs_in_tf_on(p))
-    return CustomCallReport(target, True, bool(runnable), runnable, entry.note)
-
-
-@functools.cache
-def load_tf_version_matrix(path: str = str(TF_VERSION_MATRIX_FILE)) -> dict | None:
-    """{tf version: info} from the measured matrix, None if the file is absent."""
-    file = Path(path)
-    if not file.is_file():
-        return None
-    raw = json.loads(file.read_text())
-    return {version: entry["info"] for version, entry in raw["tf"].items()}
-
-
-def _tf_blockers(info: dict, calling_convention: int, stablehlo_version: str | None) -> list[str]:
-    reasons = []
-    if calling_convention > info["max_calling_convention"]:
-        reasons.append(f"runs calling conventions <= {info['max_calling_convention']}, the "
-                       f"module uses {calling_convention}")
-    if stablehlo_version is not None:
-        have = _version_tuple(stablehlo_version)
-        if have > _version_tuple(info["stablehlo_current"]):
-            reasons.append(f"reads StableHLO <= {info['stablehlo_current']}, the module is "
-                           f"{stablehlo_version}")
-        elif have < _version_tuple(info["stablehlo_minimum"]):
-            reasons.append(f"reads StableHLO >= {info['stablehlo_minimum']}, the module is "
-                           f"{stablehlo_version}")
-    return reasons
-
-
-def tf_support(calling_convention: int, stablehlo_version: str | None,
-               custom_calls: Sequence[CustomCallReport], matrix: dict | None) -> TfSupport:
-    """The oldest TF version of the matrix that runs a module with these properties.
-
-    The rule is conservative: a TF version qualifies when it runs the calling convention and
-    reads the StableHLO version of the header (TF may still read newer artifacts whose ops all
-    exist in its version, but nothing guarantees it), and every custom call runs in TF.
-
-    Example:
-        >>> tf_support(10, "1.13.7", (), load_tf_version_matrix()).oldest_tf
-        '2.21'
-    """
-    if matrix is None:
-        return TfSupport(None, f"no TF version matrix at {TF_VERSION_MATRIX_FILE}; run "
-                               f"tools/tf_version_matrix.py to measure one")
-    not_in_tf = [c.target for c in custom_calls if not c.runs_in_tf]
-    if calling_convention < _MIN_CALLING_CONVENTION:
-        return TfSupport(None, f"calling convention {calling_convention} is older than any TF "
-                               f"runs (>= {_MIN_CALLING_CONVENTION})")
-    ordered = sorted(matrix, key=_version_tuple)
-    by_version = {}
-    for version in ordered:
-        reasons = _tf_blockers(matrix[version], calling_convention, stablehlo_version)
-        if not_in_tf:
-            reasons.append(f"custom calls TF's XLA cannot run: {', '.join(not_in_tf)}")
-        by_version[version] = "; ".join(reasons) or None
-    oldest = None
-    for version in reversed(ordered):  # the oldest from which every newer version works
-        if by_version[version] is not None:
-            break
-        oldest = version
-    if oldest is None:
-        newest = ordered[-1]
-        return TfSupport(None, f"no TF in the matrix ({ordered[0]}..{newest}) qualifies; TF "
-                               f"{newest}: {by_version[newest]}", by_version)
-    index = ordered.index(oldest)
-    if index == 0:
-        reason = f"every TF in the matrix ({ordered[0]}..{ordered[-1]}) qualifies"
-    else:
-        previous = ordered[index - 1]
-        reason = f"TF {previous} {by_version[previous]}"
-        if "StableHLO" in by_version[previous]:
-            reason += (f"; for TF {previous}, convert with jax2tf_native.convert(..., "
-                       f"stablehlo_version={matrix[previous]['stablehlo_current']!r})")
-    if stablehlo_version is None:
-        reason += " (StableHLO version unknown: only the calling convention was checked)"
-    return TfSupport(oldest, reason, by_version)
-
-
-def _combined_support(supports: Sequence[TfSupport]) -> TfSupport:
-    if not supports:
-        return TfSupport(None, "the model has no XlaCallModule op: any TF that reads the "
-                               "SavedModel format runs it (nothing to check here)")
-    if any(s.oldest_tf is None for s in supports):
-        worst = next(s for s in supports if s.oldest_tf is None)
-        return TfSupport(None, worst.reason, worst.by_version)
-    newest = max(supports, key=lambda s: _version_tuple(s.oldest_tf))
-    return newest
-
-
-# ---------------------------------------------------------------------------------------------
-# Variables
-
-def _variables(saved_model_dir: Path) -> tuple[VariableReport, ...]:
-    import tensorflow as tf
-
-    prefix = saved_model_dir / "variables" / "variables"
-    index = Path(str(prefix) + ".index")
-    if not index.is_file():
-        return ()
-    try:
-        reader = tf.train.load_checkpoint(str(prefix))
-        shapes = reader.get_variable_to_shape_map()
-        dtypes = reader.get_variable_to_dtype_map()
-    except (tf.errors.OpError, ValueError) as e:
-        raise SavedModelReadError(
-            f"{index} is corrupt: TF cannot read the checkpoint index "
-            f"({' '.join(str(getattr(e, 'message', e)).split())[:200]}). Fix: re-export the "
-            f"model; a partial copy or a truncated download leaves such a file.") from None
-    keys = [k for k in shapes if k != _OBJECT_GRAPH_KEY]
-    if any(k.endswith(_VARIABLE_SUFFIX) for k in keys):  # TF2 object-based checkpoint
-        keys = [k for k in keys if k.endswith(_VARIABLE_SUFFIX)]
-    _check_data_shards(prefix, sum(
-        0 if dtypes[k] == tf.string else math.prod(int(d) for d in shapes[k]) * dtypes[k].size
-        for k in keys))
-    out = []
-    for key in sorted(keys):
-        dtype = dtypes[key]
-        shape = tuple(int(d) for d in shapes[key])
-        count = 1
-        for d in shape:
-            count *= d
-        size = 0 if dtype == tf.string else count * dtype.size
-        out.append(VariableReport(key.removesuffix(_VARIABLE_SUFFIX), dtype.name, shape, size))
-    return tuple(out)
-
-
-# ---------------------------------------------------------------------------------------------
-# The report
-
-def _check_data_shards(prefix: Path, needed_bytes: int) -> None:
-    """The checkpoint's data shards exist and hold at least the variables' bytes."""
-    shards = sorted(prefix.parent.glob(prefix.name + ".data-*-of-*"))
-    expected = 1
-    if shards:
-        match = re.search(r"-of-(\d+)$", shards[0].name)
-        expected = int(match.group(1)) if match else 1
-    if len(shards) < expected or not shards:
-        raise SavedModelReadError(
-            f"{prefix.parent} has {len(shards)} of the checkpoint's {expected} data file(s) "
-            f"({prefix.name}.data-*-of-{expected:05d} missing). Fix: copy the complete "
-            f"variables/ directory.")
-    held = sum(p.stat().st_size for p in shards)
-    if held < needed_bytes:
-        raise SavedModelReadError(
-            f"{prefix.parent}: the checkpoint's data files hold {held} bytes but its variables "
-            f"need {needed_bytes} (truncated). Fix: copy the complete variables/ directory.")
 
 
 def check_readable(saved_model_dir: str | Path):
@@ -697,11 +59,14 @@ def check_readable(saved_model_dir: str | Path):
       SavedModelReadError: naming the file and what is wrong with it.
 
     Example:
-        >>> check_readable("/tmp/model")
+        >>> from saved_model_tools.demo_saved_model import small_saved_model
+        >>> proto = check_readable(small_saved_model())
+        >>> len(proto.meta_graphs)
+        1
     """
     directory = Path(saved_model_dir)
     proto = read_saved_model_proto(directory)
-    _variables(directory)
+    read_variables(directory)
     try:
         manifest = manifest_lib.read(directory)
     except manifest_lib.ManifestError as e:
@@ -723,7 +88,6 @@ def check_readable(saved_model_dir: str | Path):
 
 def _manifest_disagreements(name: str, sig_def, recorded) -> list[str]:
     """Where the manifest's record of a signature differs from the graph's signature."""
-    from tensorflow.python.framework import dtypes as tf_dtypes
 
     notes = []
     for kind, graph_side, manifest_side in (("input", sig_def.inputs, recorded.inputs),
@@ -745,6 +109,7 @@ def _manifest_disagreements(name: str, sig_def, recorded) -> list[str]:
     return notes
 
 
+
 def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
                         tag: str = "serve") -> SavedModelReport:
     """Reads a SavedModel (ours or anyone's) and reports what it holds, without JAX.
@@ -763,19 +128,24 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
       ValueError: jax2tf-native's manifest exists but cannot be read.
 
     Example:
-        >>> report = inspect_saved_model("/tmp/model")
+        >>> from saved_model_tools.demo_saved_model import small_saved_model
+        >>> report = inspect_saved_model(small_saved_model())
         >>> report.signature("serving_default").inputs[0].polymorphic_dims
         (0,)
         >>> print(report.format())
+        SavedModel ... Signatures (1):
+          serving_default  [tensorflow/serving/predict]
+            in   x: float32[?, 3]  (polymorphic_shapes '(b, 3)')
+            out  y: float32[?, 2]
+        ...
     """
-    import tensorflow as tf
 
     directory = Path(saved_model_dir)
     proto = read_saved_model_proto(directory)
     meta_graph = select_meta_graph(proto, tag)
     manifest = manifest_lib.read(directory)
     notes: list[str] = []
-    edges = _function_edges(meta_graph)
+    edges = function_edges(meta_graph)
 
     signatures = []
     for name in sorted(meta_graph.signature_def):
@@ -793,14 +163,14 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
         poly = {t.name: t.polymorphic_shape for t in recorded.inputs} if recorded else {}
         signatures.append(SignatureReport(
             name=name, method_name=sig_def.method_name,
-            inputs=tuple(_tensor_report(k, sig_def.inputs[k], poly.get(k))
+            inputs=tuple(tensor_report(k, sig_def.inputs[k], poly.get(k))
                          for k in sorted(sig_def.inputs)),
-            outputs=tuple(_tensor_report(k, sig_def.outputs[k], None)
+            outputs=tuple(tensor_report(k, sig_def.outputs[k], None)
                           for k in sorted(sig_def.outputs)),
             reference_batch_sizes=tuple(r.batch_size for r in recorded.references)
             if recorded else (),
             reference_source=recorded.reference_source if recorded else None,
-            functions=_signature_functions(meta_graph, sig_def, edges)))
+            functions=signature_functions(meta_graph, sig_def, edges)))
     if manifest is not None:
         missing = {s.name for s in manifest.signatures} - {s.name for s in signatures}
         if missing:
@@ -838,11 +208,11 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
         platforms = tuple(p.decode() for p in node.attr["platforms"].list.s)
         calling_convention = int(node.attr["version"].i)
         producer = stablehlo_producer(module)
-        match = _STABLEHLO_PRODUCER.match(producer or "")
+        match = STABLEHLO_PRODUCER.match(producer or "")
         text, error = module_text(module)
-        if text is None and module.startswith(_BYTECODE_MAGIC):
+        if text is None and module.startswith(BYTECODE_MAGIC):
             # The raw VHLO form still names the custom calls when deserialization fails.
-            raw_text, _ = _raw_vhlo_text(module)
+            raw_text, _ = raw_vhlo_text(module)
             targets = custom_call_targets(raw_text) if raw_text else ()
         else:
             targets = custom_call_targets(text) if text else ()
@@ -866,7 +236,7 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
             disabled_checks=disabled,
             stablehlo_version=match.group(1) if match else None, producer=producer,
             deserializes_in_installed_tf=text is not None, deserialize_error=error,
-            custom_calls=custom_calls, main_signature=_main_signature(text) if text else None,
+            custom_calls=custom_calls, main_signature=main_signature(text) if text else None,
             functions=tuple(entry["functions"]), signatures=sig_names,
             tf_support=support, devices=devices, input_shardings=input_shardings,
             output_shardings=output_shardings, multi_device_ops=multi_device,
@@ -874,12 +244,12 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
                 f"module sha256 {digest[:16]}", platforms, devices, multi_device,
                 runnable.PLATFORM_CHECK in disabled),
             mlir=text if mlir else None,
-            rewritten_lapack=tuple(sorted(set(_REWRITTEN_LAPACK.findall(text or ""))))))
+            rewritten_lapack=rewritten_lapack_targets(text)))
 
     served = [m for m in modules if m.signatures] or modules
-    model_support = _combined_support([m.tf_support for m in served])
+    model_support = combined_support([m.tf_support for m in served])
 
-    variables = _variables(directory)
+    variables = read_variables(directory)
     variable_bytes = sum(v.bytes for v in variables)
     if manifest is not None and manifest.variable_count != len(variables):
         notes.append(f"the manifest records {manifest.variable_count} variables, the checkpoint "
@@ -891,7 +261,6 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
     warmup_lines = None
     warmup_file = directory / manifest_lib.WARMUP_FILE
     if warmup_file.is_file():
-        from saved_model_tools import warmup
         try:
             requests = warmup.read_warmup_requests(warmup_file)
             warmup_lines = tuple(warmup.summarize(requests))
@@ -916,7 +285,6 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
 # Written on XlaCallModule ops by tf_ops.xla_call_module (that module imports JAX; these names
 # are checked equal by tests/saved_model_tools).
 _DEVICES_ATTR = "_jax2tf_native_devices"
-_SHARDY_UNKNOWN = "dialect 'sdy' is unknown"
 _MULTI_DEVICE_OPS_ATTR = "_jax2tf_native_multi_device_ops"
 
 
@@ -943,114 +311,3 @@ def _shardings_around(call_node, nodes) -> tuple[tuple, tuple]:
         elif parts[0] == call_node.name and len(parts) == 2 and int(parts[1]) < n_out:
             outputs[int(parts[1])] = sharding_of(n)  # top-level graphs: "name:index"
     return inputs, tuple(outputs)
-
-
-def _raw_vhlo_text(module: bytes) -> tuple[str | None, str | None]:
-    import tensorflow as tf
-    with native_stderr_captured():
-        try:
-            return tf.mlir.experimental.run_pass_pipeline(_Utf8Passthrough(module), "",
-                                                          False), None
-        except Exception as e:  # MLIR parse failure: nothing more to learn from the bytes.
-            return None, str(e)
-
-
-# ---------------------------------------------------------------------------------------------
-# Text output
-
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n:,} bytes ({n / scale:.1f} {unit})"
-    return f"{n:,} bytes"
-
-
-def _format_lines(report: SavedModelReport) -> list[str]:
-    lines = [f"SavedModel {report.path}  (tags {list(report.tags)}, saved_model.pb "
-             f"{_size(report.saved_model_pb_bytes)})"]
-    m = report.manifest
-    if m is None:
-        lines.append("  no jax2tf-native manifest (not written by saved_model_tools.save): no "
-                     "reference data")
-    else:
-        producer = ", ".join(f"{k} {v}" for k, v in sorted(m.producer.items()))
-        scope = "" if m.input_gradients else ", parameters only"
-        lines.append(f"  written by jax2tf-native at {m.created_utc} ({producer}); gradients: "
-                     f"{m.with_gradient} ({m.gradient_mode}{scope})")
-        if m.target_tf is not None:
-            lines.append(f"  written for TF {m.target_tf} (target_tf; StableHLO "
-                         f"{m.stablehlo_version})")
-    lines.append(f"Signatures ({len(report.signatures)}):")
-    for sig in report.signatures:
-        lines.append(f"  {sig.name}  [{sig.method_name or 'no method name'}]")
-        for t in sig.inputs:
-            lines.append(f"    in   {t.describe()}")
-        for t in sig.outputs:
-            lines.append(f"    out  {t.describe()}")
-        poly = sig.polymorphic_inputs
-        if poly:
-            lines.append("    polymorphic dims: " + ", ".join(
-                f"{k}{list(v)}" for k, v in sorted(poly.items())))
-        if sig.reference_batch_sizes:
-            lines.append(f"    references at batch sizes {list(sig.reference_batch_sizes)} "
-                         f"(outputs computed by {sig.reference_source})")
-    lines.append(f"Variables: {report.variable_count}, {_size(report.variable_bytes)}")
-    lines.append(f"XlaCallModule: {len(report.modules)} distinct module(s) in "
-                 f"{report.xla_call_module_ops} op(s)")
-    for i, mod in enumerate(report.modules, 1):
-        version = mod.stablehlo_version or f"unknown ({mod.producer or 'not bytecode'})"
-        lines.append(f"  [{i}] sha256 {mod.sha256[:16]}  {_size(mod.size_bytes)}, calling "
-                     f"convention {mod.calling_convention_version}, platforms "
-                     f"{list(mod.platforms)}, StableHLO {version}, {mod.copies} cop"
-                     f"{'y' if mod.copies == 1 else 'ies'}")
-        lines.append(f"      functions: {', '.join(mod.functions) or '(top-level graph)'}")
-        callers = ", ".join(mod.signatures) or "none (e.g. a gradient function)"
-        lines.append(f"      called by signatures: {callers}")
-        if mod.main_signature:
-            lines.append(f"      {mod.main_signature}")
-        if mod.disabled_checks:
-            lines.append(f"      disabled checks: {list(mod.disabled_checks)}")
-        if mod.devices != 1 or any(mod.input_shardings) or any(mod.output_shardings):
-            multi = (f"; needs them partitioned: {', '.join(mod.multi_device_ops)}"
-                     if mod.multi_device_ops else "")
-            lines.append(f"      devices: {mod.devices}{multi}")
-            lines.extend(f"      in  [{k}] sharding {s or 'unspecified'}"
-                         for k, s in enumerate(mod.input_shardings))
-            lines.extend(f"      out [{k}] sharding {s or 'unspecified'}"
-                         for k, s in enumerate(mod.output_shardings))
-        if mod.not_runnable_here:
-            lines.append(f"      cannot run on this host: {mod.not_runnable_here}")
-        if not mod.deserializes_in_installed_tf and _SHARDY_UNKNOWN in (mod.deserialize_error
-                                                                        or ""):
-            lines.append("      StableHLO text: not shown (TF's Python MLIR reader lacks the "
-                         "Shardy dialect of this sharded module; XlaCallModule reads it)")
-        elif not mod.deserializes_in_installed_tf:
-            lines.append(f"      the installed TF cannot read it: {mod.deserialize_error}")
-        if mod.custom_calls:
-            lines.append("      custom calls:")
-            for call in mod.custom_calls:
-                status = ("allowed" if call.allowed else "NOT ALLOWED") + ", " + (
-                    f"runs in TF on {', '.join(call.tf_runnable_platforms)}"
-                    if call.runs_in_tf else "does NOT run in TF")
-                lines.append(f"        {call.target}: {status}")
-        else:
-            lines.append("      custom calls: none")
-        if mod.rewritten_lapack:
-            lines.append(f"      LAPACK calls rewritten to portable StableHLO: "
-                         f"{', '.join(mod.rewritten_lapack)}")
-        lines.append(f"      oldest TF: {mod.tf_support.oldest_tf or 'none'} "
-                     f"({mod.tf_support.reason})")
-        if mod.mlir is not None:
-            lines.append("      StableHLO:")
-            lines.extend("        " + line for line in mod.mlir.rstrip().splitlines())
-    lines.append(f"Oldest TF that runs the signatures: {report.tf_support.oldest_tf or 'none'} "
-                 f"({report.tf_support.reason}; from {TF_VERSION_MATRIX_FILE.name}, inspected "
-                 f"with TF {report.tensorflow_version})")
-    if report.warmup_requests is None:
-        lines.append("Warmup requests: none (TF Serving compiles on the first request)")
-    else:
-        lines.append(f"Warmup requests: {len(report.warmup_requests)}")
-        lines.extend(f"  {line}" for line in report.warmup_requests)
-    for note in report.notes:
-        lines.append(f"Note: {note}")
-    return lines

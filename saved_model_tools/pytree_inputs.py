@@ -90,6 +90,7 @@ def flatten(example_args: Sequence[Any], polymorphic_shapes: Sequence, input_nam
       ValueError: a polymorphic shape spec is not a prefix of its argument.
 
     Example:
+        >>> ids, mask = np.zeros((2, 5), np.int32), np.ones((2, 5), np.bool_)
         >>> flat = flatten([{"token_ids": ids, "padding_mask": mask}], ["(b, t)"], None)
         >>> flat.names
         ['padding_mask', 'token_ids']

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+import tensorflow as tf  # TF knows ml_dtypes' names ("bfloat16") without importing JAX.
+
+from saved_model_tools import manifest
 
 DTYPES_KEY = "__dtype_names__"
 
 
 def _numpy_dtype(name: str) -> np.dtype:
-    import tensorflow as tf  # TF knows ml_dtypes' names ("bfloat16") without importing JAX.
-
     return np.dtype(tf.dtypes.as_dtype(name).as_numpy_dtype)
 
 
@@ -26,8 +27,10 @@ def write(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     """Writes `arrays` (numpy or ml_dtypes dtypes) to the .npz file `path`.
 
     Example:
-        >>> write(Path("r.npz"), {"outputs/y": np.ones(2, ml_dtypes.bfloat16)})
-        >>> read(Path("r.npz"))["outputs/y"].dtype
+        >>> import tempfile, ml_dtypes
+        >>> path = Path(tempfile.mkdtemp()) / "r.npz"
+        >>> write(path, {"outputs/y": np.ones(2, ml_dtypes.bfloat16)})
+        >>> read(path)["outputs/y"].dtype
         dtype(bfloat16)
     """
     stored, names = {}, {}
@@ -53,7 +56,6 @@ def read(path: Path) -> dict[str, np.ndarray]:
     Raises:
       manifest.ManifestError: the file is unreadable or its recorded dtype names are not valid.
     """
-    from saved_model_tools import manifest  # manifest reads JSON records; no cycle at import
 
     arrays = manifest.load_npz(path)
     try:

@@ -38,10 +38,13 @@ class Signature:
       method_name: the SignatureDef method name.
 
     Example:
-        >>> Signature("classify_uint8",
-        ...           preprocess=lambda images: (tf.cast(images, tf.float32) / 255.0,),
-        ...           input_signature=[tf.TensorSpec([None, 28, 28, 1], tf.uint8, "images")],
-        ...           postprocess=lambda logits: {"class": tf.argmax(logits, -1)})
+        >>> classify = Signature(
+        ...     "classify_uint8",
+        ...     preprocess=lambda images: (tf.cast(images, tf.float32) / 255.0,),
+        ...     input_signature=[tf.TensorSpec([None, 28, 28, 1], tf.uint8, "images")],
+        ...     postprocess=lambda logits: {"class": tf.argmax(logits, -1)})
+        >>> classify.name
+        'classify_uint8'
     """
     name: str
     fn: Callable | None = None

@@ -8,9 +8,10 @@ with pip; later calls reuse it. Building takes one to a few minutes (measured on
 machine: 73-119 s for TF 2.19 with pip's cache warm). A lock serializes concurrent builders, and a
 build that died half way is started again.
 
-Example:
-    >>> python = ensure_tf_env("2.19", progress=print)
-    >>> subprocess.run([str(python), "-c", "import tensorflow"])
+Example (not run as a doctest: it builds a venv and downloads that TensorFlow, ~600 MB)::
+
+    python = ensure_tf_env("2.19", progress=print)
+    subprocess.run([str(python), "-c", "import tensorflow"])
 """
 from __future__ import annotations
 

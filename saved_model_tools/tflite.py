@@ -22,6 +22,14 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
+import tensorflow as tf
+
+from saved_model_tools import inspect as inspect_lib
+from saved_model_tools import manifest as manifest_lib
+from saved_model_tools import reference_file
+from saved_model_tools.inspect_stablehlo import native_stderr_captured
+
 from saved_model_tools.verify import (EXIT_FAILED, EXIT_NO_REFERENCES, EXIT_PASSED,
                                       OutputCheck)
 
@@ -136,8 +144,6 @@ def _error_lines(error: Exception) -> tuple[str, ...]:
 
 
 def _converter(saved_model_dir: Path, signature: str, fixed_batch: int | None, ops: list):
-    import tensorflow as tf
-
     if fixed_batch is None:
         converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir),
                                                              signature_keys=[signature])
@@ -156,8 +162,6 @@ def _converter(saved_model_dir: Path, signature: str, fixed_batch: int | None, o
 
 
 def _convert(saved_model_dir: Path, signature: str, fixed_batch: int | None, ops: list):
-    from saved_model_tools.inspect import native_stderr_captured
-
     # On failure MLIR prints every diagnostic with its full call-site chain to fd 2; the
     # exception carries the same errors, of which the report keeps one line each.
     with native_stderr_captured(), contextlib.redirect_stdout(io.StringIO()):
@@ -165,8 +169,6 @@ def _convert(saved_model_dir: Path, signature: str, fixed_batch: int | None, ops
 
 
 def _tflite_ops(model: bytes) -> tuple[str, ...]:
-    import tensorflow as tf
-
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         tf.lite.experimental.Analyzer.analyze(model_content=model)
@@ -174,8 +176,6 @@ def _tflite_ops(model: bytes) -> tuple[str, ...]:
 
 
 def _compare(signature, batch, name, got, want, expected, rtol, atol) -> OutputCheck:
-    import numpy as np
-
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return _check(signature, batch, name, expected, False,
@@ -193,8 +193,6 @@ def _compare(signature, batch, name, got, want, expected, rtol, atol) -> OutputC
 
 def _tf_cases(directory: Path, signature: str, runner, batch_size: int | None) -> list:
     """Without references: seeded inputs at batch 1 and 2, expected = the SavedModel in TF."""
-    import numpy as np
-    import tensorflow as tf
 
     details = runner.get_input_details()
     if any(-1 in list(d["shape_signature"])[1:] for d in details.values()):
@@ -245,16 +243,13 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
       ValueError: a bad `batch_size`.
 
     Example:
-        >>> report = convert_to_tflite("/tmp/model", "/tmp/model.tflite")
+        >>> import tempfile
+        >>> from saved_model_tools.demo_saved_model import small_saved_model
+        >>> out = Path(tempfile.mkdtemp()) / "model.tflite"
+        >>> report = convert_to_tflite(small_saved_model(), out)
         >>> report.ops_set, report.ok
         ('TFLITE_BUILTINS', True)
     """
-    import numpy as np
-    import tensorflow as tf
-
-    from saved_model_tools import inspect as inspect_lib
-    from saved_model_tools import manifest as manifest_lib
-    from saved_model_tools import reference_file
 
     start = time.perf_counter()
     directory = Path(saved_model_dir)

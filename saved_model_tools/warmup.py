@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2
 
 # TF Serving reads at most this many warmup records (kMaxNumRecords in saved_model_warmup_util).
 MAX_WARMUP_RECORDS = 1000
@@ -59,8 +61,6 @@ def _len_field(field_number: int, payload: bytes) -> bytes:
 
 
 def _tensor_proto_bytes(signature_name: str, name: str, array) -> bytes:
-    import tensorflow as tf  # TF only when writing: keeps `import saved_model_tools.warmup` light.
-
     try:
         return tf.make_tensor_proto(np.asarray(array)).SerializeToString()
     except (TypeError, ValueError) as e:
@@ -130,10 +130,15 @@ def write_warmup_requests(path: str | Path,
       ValueError: no requests, or more than TF Serving reads (1000).
 
     Example:
-        >>> write_warmup_requests(
-        ...     "model/assets.extra/tf_serving_warmup_requests",
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "assets.extra" / "tf_serving_warmup_requests"
+        >>> write_warmup_requests(  # returns the path written
+        ...     path,
         ...     [("serving_default", {"images": np.zeros((1, 28, 28, 1), np.float32)}),
         ...      ("serving_default", {"images": np.zeros((8, 28, 28, 1), np.float32)})])
+        PosixPath('.../assets.extra/tf_serving_warmup_requests')
+        >>> len(read_warmup_requests(path))
+        2
     """
     checked = [_check_request(i, r) for i, r in enumerate(requests)]
     if not checked:
@@ -144,8 +149,6 @@ def write_warmup_requests(path: str | Path,
                          f"{MAX_WARMUP_RECORDS}. Fix: keep one request per signature and batch "
                          f"size.")
     records = [encode_prediction_log(sig, inputs) for sig, inputs in checked]
-
-    import tensorflow as tf
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,8 +206,6 @@ def decode_prediction_log(record: bytes) -> tuple[str, dict[str, np.ndarray]]:
     Raises:
       ValueError: the record is not a PredictionLog holding a PredictLog request.
     """
-    import tensorflow as tf
-    from tensorflow.core.framework import tensor_pb2
 
     logs = _only_len(record, _PREDICTION_LOG_PREDICT_LOG)
     if not logs:
@@ -235,11 +236,14 @@ def read_warmup_requests(path: str | Path) -> list[tuple[str, dict[str, np.ndarr
         names the record).
 
     Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "tf_serving_warmup_requests"
+        >>> _ = write_warmup_requests(
+        ...     path, [("serving_default", {"images": np.zeros((1, 28, 28, 1), np.float32)})])
         >>> [(sig, {k: v.shape for k, v in inputs.items()})
         ...  for sig, inputs in read_warmup_requests(path)]
         [('serving_default', {'images': (1, 28, 28, 1)})]
     """
-    import tensorflow as tf
 
     path = Path(path)
     if not path.is_file():

@@ -3,7 +3,7 @@ import re
 import subprocess
 import sys
 
-from jax2tf_native import cli, demo
+from saved_model_tools import cli, demo
 
 
 def test_demo_reports_agreement_and_timing():
@@ -19,6 +19,14 @@ def test_demo_reports_agreement_and_timing():
 
 def test_cli_demo_exit_code_and_bad_usage():
     assert cli.main(["demo", "--batch-sizes", "2", "--repeats", "1"]) == 0
-    proc = subprocess.run([sys.executable, "-m", "jax2tf_native", "nonsense"],
+    proc = subprocess.run([sys.executable, "-m", "saved_model_tools", "nonsense"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_python_m_jax2tf_native_points_to_the_command_line():
+    """The command line lives in the top layer; `python -m jax2tf_native` names it, exit 2."""
+    proc = subprocess.run([sys.executable, "-m", "jax2tf_native", "demo"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "python -m saved_model_tools" in proc.stderr and "jax2tf-native" in proc.stderr

@@ -236,7 +236,7 @@ def test_save_records_the_target_and_refuses_what_it_cannot_run(tmp_path):
 
 
 def test_export_command_takes_target_tf(tmp_path, monkeypatch):
-    from jax2tf_native import cli
+    from saved_model_tools import cli
     from saved_model_tools import inspect as inspect_lib, manifest
     (tmp_path / "user_gelu.py").write_text(
         "import jax\n\ndef predict(params, x):\n    return jax.nn.gelu(x, approximate=False)\n")
@@ -255,7 +255,7 @@ def test_export_command_takes_target_tf(tmp_path, monkeypatch):
 
 
 def test_verify_tf_rejects_a_malformed_version(tmp_path, capsys):
-    from jax2tf_native import cli
+    from saved_model_tools import cli
     code = cli.main(["verify", str(tmp_path), "--tf", "two"])
     assert code == 2
     assert "--tf expects a TensorFlow major.minor version such as 2.19" in capsys.readouterr().err

@@ -200,7 +200,7 @@ def _retarget(module_bytes: bytes, stablehlo_version: str) -> bytes:
 def _reexport(name: str, calling_convention: int):
     """The artifact's spec exported again at `calling_convention` (None if that fails)."""
     import jax
-    from jax2tf_native.backcompat import artifacts, generate
+    from tools.backcompat import artifacts, generate
     spec = artifacts.ARTIFACTS_BY_NAME.get(name)
     if spec is None:
         return None
@@ -224,7 +224,7 @@ def _lapack_rewritten(exported, artifact):
 def prepare_payload(payload: pathlib.Path, info: dict) -> dict:
     """Writes every artifact in every form for one TF (described by `info`)."""
     import jax
-    from jax2tf_native.backcompat import storage
+    from tools.backcompat import storage
     if payload.exists():
         shutil.rmtree(payload)
     notes = {}
@@ -343,7 +343,7 @@ def expected_tf_failures() -> dict[str, list[str]]:
     targets only when this build cannot rewrite them (then every form fails)."""
     import jax
     from jax2tf_native import lapack_rewrite
-    from jax2tf_native.backcompat import storage
+    from tools.backcompat import storage
     from tf_ops.custom_call_allowlist import ALLOWLIST_BY_TARGET
     blocked = {}
     for artifact in storage.read_all():
@@ -468,7 +468,7 @@ def main(argv=None) -> int:
         return 0
 
     import jax
-    from jax2tf_native.backcompat import storage
+    from tools.backcompat import storage
 
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     runner = args.cache_dir / "runner.py"

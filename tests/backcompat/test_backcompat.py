@@ -10,7 +10,7 @@ For each artifact:
 Artifacts with inputs that violate their symbolic shapes must be rejected by both.
 
 The coverage test fails when an allowlist target that our exports can emit on CPU has no
-artifact; `python -m jax2tf_native.backcompat generate --only NAME` writes a new one.
+artifact; `python -m tools.backcompat generate --only NAME` writes a new one.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from jax2tf_native.backcompat import artifacts as artifact_specs
-from jax2tf_native.backcompat import storage
+from tools.backcompat import artifacts as artifact_specs
+from tools.backcompat import storage
 from tf_ops import custom_call_allowlist as allowlist
 from tf_ops import custom_call_check
 
@@ -94,7 +94,7 @@ def test_artifacts_exist():
     expected = {spec.name for spec in artifact_specs.ARTIFACTS}
     missing = sorted(expected - set(ARTIFACT_NAMES))
     assert not missing, (f"artifacts {missing} are specified but not generated. Fix: python -m "
-                         f"jax2tf_native.backcompat generate --only {' --only '.join(missing)}")
+                         f"tools.backcompat generate --only {' --only '.join(missing)}")
 
 
 @pytest.mark.parametrize("name", ARTIFACT_NAMES)
@@ -170,8 +170,8 @@ def test_every_cpu_target_has_an_artifact():
           "; ".join(f"{t}: {why}" for t, why in NO_ARTIFACT_POSSIBLE.items()))
     assert not missing, (
         f"allowlist targets emittable on CPU with no artifact: {missing}. Fix: add an "
-        f"ArtifactSpec in jax2tf_native/backcompat/artifacts.py that emits them, then run "
-        f"`python -m jax2tf_native.backcompat generate --only NAME`.")
+        f"ArtifactSpec in tools/backcompat/artifacts.py that emits them, then run "
+        f"`python -m tools.backcompat generate --only NAME`.")
     stale = sorted(set(NO_ARTIFACT_POSSIBLE) - emittable)
     assert not stale, f"NO_ARTIFACT_POSSIBLE names targets not emittable on CPU: {stale}"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from jax2tf_native.backcompat import artifacts, generate, storage
+from tools.backcompat import artifacts, generate, storage
 
 
 def test_generate_keeps_existing_and_force_rewrites(tmp_path):

@@ -31,7 +31,8 @@ import tensorflow as tf
 
 import jax2tf_native
 import saved_model_tools
-from jax2tf_native import cli, errors
+from jax2tf_native import errors
+from saved_model_tools import cli
 from saved_model_tools import inspect as inspect_lib
 from saved_model_tools import verify as verify_lib
 
@@ -310,7 +311,7 @@ def test_api_battery_has_at_least_30_distinct_cases():
 
 
 # ----------------------------------------------------------------------------------------------
-# Command line, in process: `jax2tf_native.cli.main(argv)` with its exit code and stderr.
+# Command line, in process: `saved_model_tools.cli.main(argv)` with its exit code and stderr.
 
 def _export(c, *extra, function=f"{USER_MODULE}:apply", out=None):
     out = str(c.tmp / "out" if out is None else out)
@@ -388,10 +389,10 @@ def test_cli_bad_input_exits_nonzero_with_one_clear_error(ctx, capsys, argv, cod
 
 
 def test_cli_process_exit_code_and_stderr_for_a_missing_module(tmp_path):
-    """One real process: `python -m jax2tf_native export` fails before importing TF or JAX."""
+    """One real process: `python -m saved_model_tools export` fails before importing TF or JAX."""
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "jax2tf_native", "export", "no_such_module_y:f", "--input",
+        [sys.executable, "-m", "saved_model_tools", "export", "no_such_module_y:f", "--input",
          "x:float32[b]", "--out", str(out)],
         capture_output=True, text=True, cwd=tmp_path, timeout=120,
         env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT)))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jax2tf_native import cli
+from saved_model_tools import cli
 from saved_model_tools import commands
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

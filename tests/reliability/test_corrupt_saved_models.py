@@ -21,7 +21,7 @@ import pytest
 
 import jax.numpy as jnp
 import saved_model_tools
-from jax2tf_native import cli
+from saved_model_tools import cli
 from saved_model_tools import manifest as manifest_lib
 
 RECORDS = manifest_lib.RECORD_DIR

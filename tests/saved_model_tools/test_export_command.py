@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from jax2tf_native import cli
+from saved_model_tools import cli
 from saved_model_tools import export_command, manifest
 
 USER_MODULE = textwrap.dedent("""

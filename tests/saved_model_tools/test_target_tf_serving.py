@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import saved_model_tools
-from jax2tf_native import cli
+from saved_model_tools import cli
 from saved_model_tools import manifest, tf_envs, verify
 
 TARGET = "2.19"

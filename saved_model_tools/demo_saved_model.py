@@ -2,6 +2,10 @@
 verify it without JAX, and report signatures, sizes, the verify result and latencies."""
 from __future__ import annotations
 
+import atexit
+import functools
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -11,7 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 from jax2tf_native import example_model
-from jax2tf_native.demo import median_seconds_per_call
+from saved_model_tools import manifest, writer
+from saved_model_tools import verify as verify_lib
+from saved_model_tools.demo import median_seconds_per_call
 
 TRAIN_STEPS = 20
 LEARNING_RATE = 0.5
@@ -48,24 +54,21 @@ def train(steps: int = TRAIN_STEPS, out: Callable[[str], None] = print) -> dict:
 
 def _replace_allowed(out_dir: Path) -> bool:
     """The demo replaces its own earlier output (a model with our manifest), nothing else."""
-    from saved_model_tools import manifest
     return out_dir.exists() and manifest.read(out_dir) is not None
 
 
 def run(out_dir: str, out: Callable[[str], None] = print) -> bool:
     """Trains, saves, verifies; True when the verification passed."""
-    import saved_model_tools
-    from saved_model_tools import verify as verify_lib
     out_path = Path(out_dir)
     if out_path.exists() and not _replace_allowed(out_path):
         raise FileExistsError(f"{out_path} exists and is not a model written by this demo. "
                               f"Fix: choose another --out directory.")
     params = train(out=out)
-    record = saved_model_tools.save(
+    record = writer.save(
         out_path, example_model.apply, params, [example_model.example_images(8)],
         polymorphic_shapes=[example_model.POLYMORPHIC_SHAPE], input_names=["images"],
         output_names=["logits"], overwrite=True, progress=out,
-        signatures=[saved_model_tools.Signature(
+        signatures=[writer.Signature(
             "classify_uint8",
             preprocess=lambda images: (tf.cast(images, tf.float32) / 255.0,),
             input_signature=[tf.TensorSpec([None, 28, 28, 1], tf.uint8, "images")],
@@ -95,3 +98,21 @@ def run(out_dir: str, out: Callable[[str], None] = print) -> bool:
             lambda: serve(images=tf_images)["logits"].numpy(), repeats=20)
         out(f"{batch:>6} {jax_ms:>8.3f} {tf_ms:>13.3f}")
     return report.ok
+
+
+@functools.cache
+def small_saved_model() -> Path:
+    """A small SavedModel, `y = x @ w` with a polymorphic batch, written once per process into
+    a temporary directory (removed at exit): the model the reading tools' examples read.
+
+    Example:
+        >>> (small_saved_model() / "saved_model.pb").is_file()
+        True
+    """
+    directory = Path(tempfile.mkdtemp(prefix="jax2tf_native_example_"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    w = np.arange(6, dtype=np.float32).reshape(3, 2)
+    writer.save(directory / "model", lambda p, x: x @ p["w"], {"w": w},
+                [np.ones((2, 3), np.float32)], polymorphic_shapes=["(b, 3)"],
+                input_names=["x"], output_names=["y"])
+    return directory / "model"

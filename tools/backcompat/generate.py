@@ -17,8 +17,8 @@ import numpy as np
 from jax.extend import mlir as jax_extend_mlir
 
 from jax2tf_native import linalg_portable
-from jax2tf_native.backcompat import storage
-from jax2tf_native.backcompat.artifacts import ArtifactSpec
+from tools.backcompat import storage
+from tools.backcompat.artifacts import ArtifactSpec
 from tf_ops.custom_call_check import find_custom_calls
 
 PLATFORMS = ("cpu",)

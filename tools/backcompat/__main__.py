@@ -1,16 +1,16 @@
-"""Command line: `python -m jax2tf_native.backcompat generate [--only NAME ...] [--force]`."""
+"""Command line: `python -m tools.backcompat generate [--only NAME ...] [--force]`."""
 from __future__ import annotations
 
 import argparse
 import pathlib
 import sys
 
-from jax2tf_native.backcompat import artifacts, generate, storage
+from tools.backcompat import artifacts, generate, storage
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m jax2tf_native.backcompat",
+        prog="python -m tools.backcompat",
         description="Freeze JAX exports as back-compat artifacts for jax2tf-native's tests.")
     commands = parser.add_subparsers(dest="command", required=True)
     gen = commands.add_parser("generate", help="write missing artifacts")

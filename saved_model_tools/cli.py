@@ -1,25 +1,31 @@
-"""The `jax2tf-native` command line."""
+"""The `jax2tf-native` command line (also `python -m saved_model_tools`).
+
+Only argparse wiring is imported with this module: each command's handler reaches its tool
+through the package's lazy attributes (`saved_model_tools.demo`, ...; see the package
+docstring), so `--help` and usage errors import neither TensorFlow nor JAX, and
+`inspect`/`verify`/`tflite` never import JAX.
+"""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 
+import saved_model_tools
+from saved_model_tools import commands, export_command
+
 # TF's C++ logging prints pages of warnings at import; the CLI shows its own progress instead.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _demo(args: argparse.Namespace) -> int:
-    # Imports TF and JAX: only when the command runs, so `inspect`/`verify` work without JAX.
-    from jax2tf_native import demo, demo_saved_model
-    agree = demo.run(batch_sizes=args.batch_sizes, repeats=args.repeats)
+    agree = saved_model_tools.demo.run(batch_sizes=args.batch_sizes, repeats=args.repeats)
     if args.out is None:
         return 0 if agree else 1
     print()
     try:
-        verified = demo_saved_model.run(args.out)
+        verified = saved_model_tools.demo_saved_model.run(args.out)
     except FileExistsError as e:
-        from saved_model_tools import commands
         return commands.fail(args, str(e), 2)
     return 0 if agree and verified else 1
 
@@ -39,7 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", help="also train briefly, save a SavedModel here, verify it "
                                     "without JAX and report")
     demo.set_defaults(handler=_demo)
-    from saved_model_tools import commands, export_command
     export_command.add_export_command(subparsers)
     commands.add_inspect_command(subparsers)
     commands.add_verify_command(subparsers)
@@ -49,7 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one command; a failure is one `jax2tf-native CMD: error: ...` line (exit != 0)."""
-    from saved_model_tools import commands
     argv, debug = commands.split_debug(argv)
     args = build_parser().parse_args(argv)
     return commands.run_handler(args, "jax2tf-native", debug)

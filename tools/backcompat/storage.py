@@ -95,7 +95,7 @@ def read(directory: pathlib.Path) -> Artifact:
     if not exists(directory):
         raise FileNotFoundError(
             f"{directory} is not a back-compat artifact (no {METADATA_FILE}). Fix: generate it "
-            f"with `python -m jax2tf_native.backcompat generate --only {directory.name}`.")
+            f"with `python -m tools.backcompat generate --only {directory.name}`.")
     metadata = json.loads((directory / METADATA_FILE).read_text())
     with np.load(directory / DATA_FILE) as npz:
         inputs, expected = _ordered(npz, "in_"), _ordered(npz, "out_")

@@ -31,8 +31,11 @@ def run(batch_sizes: Sequence[int] = BATCH_SIZES, repeats: int = 20, rtol: float
     """Converts the example model once, runs it at each batch size; True if all outputs agree.
 
     Example:
-        >>> run(batch_sizes=(1, 7), repeats=3)
+        >>> lines = []
+        >>> run(batch_sizes=(1, 3), repeats=1, out=lines.append)
         True
+        >>> lines[-1]
+        'all outputs agree'
     """
     params = example_model.init_params(0)
     model = lambda images: example_model.apply(params, images)

@@ -1,0 +1,177 @@
+"""The package layers (docs/architecture.md), read from every module's imports with `ast`.
+
+- Imports flow one way: saved_model_tools -> jax2tf_native -> tf_ops. No module of a lower
+  package imports a higher one, at module level or inside a function.
+- Inside saved_model_tools, the reading side (no JAX) imports no writing-side module; it
+  reaches the writing side only through the package's lazy attributes.
+- Imports inside functions exist only where FUNCTION_LEVEL_IMPORTS lists them (each with its
+  reason, mirrored in docs/architecture.md).
+- The reading tools import with JAX blocked and leave `jax` out of sys.modules.
+- Nothing shipped uses the repository's tests/ or tools/ (back-compat generation is
+  tools/backcompat).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("tf_ops", "jax2tf_native", "saved_model_tools")  # lowest first
+
+READING_SIDE = ("atomic_dir", "cli", "commands", "export_command", "inspect", "manifest",
+                "reference_file", "tf_envs", "tflite", "verify", "warmup")
+WRITING_SIDE = ("writer", "signature", "pytree_inputs", "references", "framework_models",
+                "demo", "demo_saved_model")
+
+# (module path, function): why the import is deferred. docs/architecture.md lists the same.
+FUNCTION_LEVEL_IMPORTS = {
+    ("saved_model_tools/export_command.py", "load_params"):
+        "flax is optional; only a .msgpack parameter file needs it",
+    ("saved_model_tools/export_command.py", "run"):
+        "TensorFlow only after the command's cheap checks (a bad command fails in < 1 s)",
+    ("jax2tf_native/artifact_sandbox.py", "_read_line"): "select: POSIX only, parent side",
+    ("jax2tf_native/artifact_sandbox.py", "deserialize_artifact"):
+        "runs in the sandbox child, which avoids TensorFlow unless the artifact needs call_tf",
+    ("jax2tf_native/artifact_sandbox.py", "_child_checks"): "the sandbox child's imports",
+    ("jax2tf_native/artifact_sandbox.py", "_server_main"):
+        "imported once in the sandbox server so each forked check starts in ~10 ms",
+    ("jax2tf_native/vjp_functions.py", "output_leaves"): "error path (gradient modules: issue16grad)",
+    ("tf_ops/module_for_tf.py", "module_bytes_for_tf"):
+        "versions imports TF; reserialize runs in the artifact sandbox child without TF",
+    ("tf_ops/module_for_tf.py", "reserialize"): "tf_targets imports TF (sandbox child: no TF)",
+    ("tf_ops/module_for_tf.py", "_too_new_error"): "tf_targets/versions import TF (as above)",
+}
+
+
+def _modules():
+    for package in LAYERS:
+        for path in sorted((PROJECT_ROOT / package).rglob("*.py")):
+            yield package, path
+
+
+def _imports(tree: ast.AST):
+    """(imported module name, enclosing function name or '<module>') for every import."""
+    found = []
+
+    def visit(node, function):
+        for child in ast.iter_child_nodes(node):
+            inner = function
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inner = child.name if function == "<module>" else function
+            if isinstance(child, ast.Import):
+                found.extend((a.name, function) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                found.extend((f"{child.module}.{a.name}", function) for a in child.names)
+            elif isinstance(child, ast.Call) and getattr(child.func, "attr", None) == \
+                    "import_module" and child.args and isinstance(child.args[0], ast.Constant):
+                found.append((str(child.args[0].value), function))
+            visit(child, inner)
+
+    visit(tree, "<module>")
+    return found
+
+
+def _parse(path: Path):
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def test_imports_flow_one_way_saved_model_tools_jax2tf_native_tf_ops():
+    upward = []
+    for package, path in _modules():
+        level = LAYERS.index(package)
+        for name, function in _imports(_parse(path)):
+            top = name.split(".")[0]
+            if top in LAYERS and LAYERS.index(top) > level:
+                upward.append(f"{path.relative_to(PROJECT_ROOT)} ({function}) imports {name}")
+    assert upward == []
+
+
+def test_shipped_packages_use_nothing_of_the_repository_tests_or_tools():
+    """An installed wheel has no tests/ or tools/: no product module imports them or builds a
+    path through a directory of that name."""
+    found = []
+    for _, path in _modules():
+        tree = _parse(path)
+        for name, function in _imports(tree):
+            if name.split(".")[0] in ("tests", "tools"):
+                found.append(f"{path.relative_to(PROJECT_ROOT)} ({function}) imports {name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in ("tests", "tools"):
+                found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} {node.value!r}")
+    assert found == []
+
+
+def test_reading_side_imports_no_writing_side_module():
+    crossing = []
+    for stem in READING_SIDE:
+        for path in sorted((PROJECT_ROOT / "saved_model_tools").glob(f"{stem}*.py")):
+            for name, function in _imports(_parse(path)):
+                parts = name.split(".")
+                if parts[0] == "saved_model_tools" and len(parts) > 1 and (
+                        parts[1] in WRITING_SIDE or parts[1].startswith("writer")):
+                    crossing.append(f"{path.name} ({function}) imports {name}")
+    assert crossing == []
+
+
+def test_every_saved_model_tools_module_is_on_one_side():
+    stems = {p.stem for p in (PROJECT_ROOT / "saved_model_tools").glob("*.py")} - {
+        "__init__", "__main__"}
+    unplaced = sorted(s for s in stems
+                      if not any(s == m or s.startswith(m + "_") for m in
+                                 READING_SIDE + WRITING_SIDE))
+    assert unplaced == []
+
+
+def test_function_level_imports_are_the_documented_ones():
+    found = set()
+    for _, path in _modules():
+        rel = str(path.relative_to(PROJECT_ROOT))
+        for name, function in _imports(_parse(path)):
+            if function != "<module>" and not (rel.endswith("__init__.py")
+                                               and function == "__getattr__"):
+                found.add((rel, function))
+    documented = {key for key in FUNCTION_LEVEL_IMPORTS if key[1] != "<module>"}
+    assert found - documented == set(), "function-level imports not in FUNCTION_LEVEL_IMPORTS"
+    assert documented - found == set(), "FUNCTION_LEVEL_IMPORTS lists imports that are gone"
+    text = (PROJECT_ROOT / "docs" / "architecture.md").read_text()
+    assert [k for k in FUNCTION_LEVEL_IMPORTS if f"`{k[0]}` `{k[1]}`" not in text] == []
+
+
+_NO_JAX = r"""
+import importlib, json, sys
+
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("jax", "jaxlib"):
+            raise ImportError(f"{name} is blocked in this test")
+        return None
+
+sys.meta_path.insert(0, _Block())
+result = {}
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+        result[name] = sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "jaxlib"))
+    except ImportError as e:
+        result[name] = str(e)
+print(json.dumps(result))
+"""
+
+READING_TOOLS = ["saved_model_tools", "saved_model_tools.manifest", "saved_model_tools.warmup",
+                 "saved_model_tools.inspect", "saved_model_tools.verify",
+                 "saved_model_tools.verify_child", "saved_model_tools.tflite",
+                 "saved_model_tools.commands", "saved_model_tools.cli"]
+
+
+def test_reading_tools_import_without_jax():
+    """One process with `import jax` blocked imports each reading tool in turn; after each,
+    no jax module is loaded (an attempt would fail the import and show here)."""
+    proc = subprocess.run([sys.executable, "-c", _NO_JAX, *READING_TOOLS], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {m: [] for m in READING_TOOLS}
