@@ -15,15 +15,10 @@ from typing import Iterator, Sequence
 import tensorflow as tf
 
 from saved_model_tools.inspect_records import CustomCallReport
-from tf_ops import custom_call_allowlist, versions
+from tf_ops import custom_call_allowlist, mlir_walk, versions
 
 BYTECODE_MAGIC = b"ML\xefR"
 STABLEHLO_PRODUCER = re.compile(r"^StableHLO_v(\d+\.\d+\.\d+)$")
-# `stablehlo.custom_call @target(` (pretty form, bare or quoted symbol) and
-# `call_target_name = "target"` / `#vhlo.string_v1<"target">` (generic / VHLO forms).
-_CUSTOM_CALL_PRETTY = re.compile(r'stablehlo\.custom_call\s+@(?:"([^"]+)"|([\w$.\-]+))')
-_CUSTOM_CALL_GENERIC = re.compile(
-    r'call_target_name\s*=\s*(?:#vhlo\.string_v1<)?"([^"]+)"')
 # jax2tf_native.lapack_rewrite names the portable function replacing a LAPACK custom call
 # `_lapack_portable<K>_<k>_<target>_main` (its module surgery); no JAX is needed to read it.
 _REWRITTEN_LAPACK = re.compile(
@@ -109,9 +104,7 @@ def module_text(module: bytes) -> tuple[str | None, str | None]:
 
 def custom_call_targets(text: str) -> tuple[str, ...]:
     """The distinct custom-call targets named in StableHLO (pretty, generic or VHLO) text."""
-    found = {a or b for a, b in _CUSTOM_CALL_PRETTY.findall(text)}
-    found.update(_CUSTOM_CALL_GENERIC.findall(text))
-    return tuple(sorted(found))
+    return mlir_walk.custom_call_targets_in_text(text)
 
 
 def main_signature(text: str) -> str | None:

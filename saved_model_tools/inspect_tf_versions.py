@@ -12,14 +12,16 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from tf_ops import versions
+
 if TYPE_CHECKING:  # annotations only: the records module imports this one
     from saved_model_tools.inspect_records import CustomCallReport
 
 # Measured by tools/tf_version_matrix.py; read, never edited, here.
 TF_VERSION_MATRIX_FILE = Path(__file__).resolve().parent / "data" / "tf_version_matrix.json"
 
-# TF's XlaCallModule kernel accepts calling conventions from 4 on (see tf_ops.versions).
-_MIN_CALLING_CONVENTION = 4
+# The oldest calling convention TF's XlaCallModule kernel accepts: one definition, in tf_ops.
+_MIN_CALLING_CONVENTION = versions.TF_MINIMUM_CALLING_CONVENTION_VERSION
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ import re
 import jax
 
 from jax2tf_native.linalg.errors import NonPortableLinalgError
+from tf_ops import custom_call_check
 
 #: Custom-call targets that TF's XLA expands itself on CPU (measured, TF 2.21).
 PORTABLE_CUSTOM_CALL_TARGETS = frozenset(
@@ -24,19 +25,17 @@ _NON_PORTABLE_TARGET = re.compile(
 # ---------------------------------------------------------------------------
 # Module check.
 
-_CUSTOM_CALL_TARGET = re.compile(
-    r'stablehlo\.custom_call\s*@([\w.$\-]+)|call_target_name\s*=\s*"([^"]+)"')
-
-
 def custom_call_targets(exported: jax.export.Exported) -> list[str]:
     """Returns the sorted, distinct custom-call targets of an exported module.
 
+    The one scanner of the project (`tf_ops.custom_call_check.custom_call_targets`), kept under
+    this name for `linalg_portable` users.
+
     Example:
         >>> custom_call_targets(exported)
-        ['Qr', 'ProductOfElementaryHouseholderReflectors']
+        ['ProductOfElementaryHouseholderReflectors', 'Qr']
     """
-    text = exported.mlir_module()
-    return sorted({a or b for a, b in _CUSTOM_CALL_TARGET.findall(text)})
+    return custom_call_check.custom_call_targets(exported)
 
 
 def check_module_portable(exported: jax.export.Exported) -> None:

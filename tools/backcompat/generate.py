@@ -11,15 +11,13 @@ import pathlib
 from typing import Callable, Iterator, Sequence
 
 import jax
-import jax.interpreters.mlir as jax_mlir
 import jaxlib
 import numpy as np
-from jax.extend import mlir as jax_extend_mlir
 
 from jax2tf_native import linalg_portable
 from tools.backcompat import storage
 from tools.backcompat.artifacts import ArtifactSpec
-from tf_ops.custom_call_check import find_custom_calls
+from tf_ops import custom_call_check
 
 PLATFORMS = ("cpu",)
 
@@ -37,10 +35,8 @@ def spec_config(spec: ArtifactSpec) -> Iterator[None]:
 
 
 def custom_call_targets(exported: jax.export.Exported) -> list[str]:
-    """The distinct custom-call targets in the exported module, sorted."""
-    with jax_mlir.make_ir_context():
-        module = jax_extend_mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
-        return sorted({site.target for site in find_custom_calls(module)})
+    """The distinct custom-call targets in the exported module, sorted (tf_ops' one scanner)."""
+    return custom_call_check.custom_call_targets(exported)
 
 
 def export_spec(spec: ArtifactSpec) -> jax.export.Exported:
