@@ -4,6 +4,7 @@ Every name here is pinned by tests/test_jax_internals.py, which fails loudly whe
 moves or changes it.
 """
 import contextlib
+import dataclasses
 import sys
 import threading
 from typing import Iterator
@@ -86,7 +87,6 @@ def jit_declared_shardings(traced) -> tuple[tuple, tuple]:
 # changed module, and `dataclasses.replace` must name the field).
 def exported_with_module(exported, serialized: bytes, transform_vjp):
     """`exported` with `mlir_module_serialized` replaced; `vjp()` gives `transform_vjp(vjp)`."""
-    import dataclasses
     get_vjp = exported._get_vjp
     new_get_vjp = None if get_vjp is None else (lambda e: transform_vjp(get_vjp(e)))
     return dataclasses.replace(exported, mlir_module_serialized=serialized, _get_vjp=new_get_vjp)

@@ -8,9 +8,11 @@ same object (its bytes untouched); a call that cannot be rewritten is left in pl
 custom-call check then rejects it with the target and its source line, as before.
 
 Example:
-    >>> result = rewrite_exported(jax.export.deserialize(blob))
+    >>> import jax.numpy as jnp, numpy as np
+    >>> exported = jax.export.export(jax.jit(jnp.linalg.qr))(np.eye(3, dtype=np.float32))
+    >>> result = rewrite_exported(exported)
     >>> result.rewritten_targets
-    ('lapack_sgetrf_ffi',)
+    ('lapack_sgeqrf_ffi', 'lapack_sorgqr_ffi')
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from jax.extend import mlir as jax_extend_mlir
 from jax2tf_native import _jax_internals
 from jax2tf_native.lapack_rewrite import surgery
 from jax2tf_native.lapack_rewrite.targets import all_targets, routine_of
-from tf_ops import custom_call_check, module_for_tf, module_verify
+from tf_ops import custom_call_check, module_for_tf, module_verify, versions
 
 __all__ = ["RewriteResult", "rewrite_exported", "with_failures", "all_targets", "routine_of"]
 
@@ -46,7 +48,6 @@ class RewriteResult:
 
 
 def _rewrite_bytes(serialized: bytes) -> tuple[bytes | None, list[str], list]:
-    from tf_ops import versions  # TF's StableHLO version: what module_for_tf reads next
     with jax_mlir.make_ir_context() as context:
         context.emit_error_diagnostics = False
         try:
@@ -79,7 +80,12 @@ def rewrite_exported(exported: jax.export.Exported, *, enabled: bool = True) -> 
       A `RewriteResult`.
 
     Example:
-        >>> rewrite_exported(exported).exported.mlir_module().count("lapack_")
+        >>> import jax.numpy as jnp, numpy as np
+        >>> exported = jax.export.export(jax.jit(jnp.linalg.solve))(
+        ...     np.eye(3, dtype=np.float32), np.ones(3, np.float32))
+        >>> exported.mlir_module().count("custom_call @lapack_")
+        3
+        >>> rewrite_exported(exported).exported.mlir_module().count("custom_call @lapack_")
         0
     """
     # MLIR bytecode stores strings as they are: without "lapack_" there is no target to find,

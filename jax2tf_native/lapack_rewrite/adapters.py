@@ -11,8 +11,8 @@ The adapters are built from `jax.lax.linalg` primitives, which `linalg_portable`
 lower to StableHLO TF runs. They read only what LAPACK reads (the `uplo` triangle) and leave the
 rest of an in-place result as LAPACK does (potrf keeps the other triangle of its input).
 
-Example:
-    >>> lu, pivots, info = adapter_for(signature)(a)
+For example, the adapter of a `lapack_sgetrf_ffi` call site (`adapter_for(signature)`) maps the
+matrix to `(lu, pivots, info)`, as the kernel does.
 """
 from __future__ import annotations
 

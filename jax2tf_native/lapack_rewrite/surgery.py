@@ -7,10 +7,8 @@ becomes a `func.call` of the export's `main`. Symbolic (`?`) dimensions of the c
 exported as symbolic dimensions: the copied `main` reads them from its arguments as JAX's own
 modules do, and TF's shape refinement specializes it like any function.
 
-Example:
-    >>> with jax.interpreters.mlir.make_ir_context():
-    ...     module = jax.extend.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
-    ...     rewritten, failures = rewrite_module(module)
+`rewrite_module(module)` works in place on a parsed module inside its MLIR context; the public
+entry point is `jax2tf_native.lapack_rewrite.rewrite_exported`, which parses and re-serializes.
 """
 from __future__ import annotations
 
@@ -24,6 +22,7 @@ import numpy as np
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func as func_dialect
 
+from jax2tf_native import linalg_portable
 from jax2tf_native.lapack_rewrite import adapters
 from jax2tf_native.lapack_rewrite.targets import (CallSignature, data_operands,
                                                   parse_tensor_type, signature_of)
@@ -71,7 +70,6 @@ def _operand_specs(sig: CallSignature) -> list[jax.ShapeDtypeStruct]:
 @functools.lru_cache(maxsize=256)
 def _adapter_module_text(sig: CallSignature) -> str:
     """The portable export of `sig`'s adapter, as MLIR text (cached: compile once per shape)."""
-    from jax2tf_native import linalg_portable  # large; only needed when a module has LAPACK
     fn = adapters.adapter_for(sig)
     specs = _operand_specs(sig)
     # A float64 call in a module read with x64 off must still be exported as float64.

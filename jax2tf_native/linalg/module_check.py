@@ -32,8 +32,10 @@ def custom_call_targets(exported: jax.export.Exported) -> list[str]:
     this name for `linalg_portable` users.
 
     Example:
+        >>> import jax.numpy as jnp, numpy as np
+        >>> exported = jax.export.export(jax.jit(jnp.linalg.qr))(np.eye(3, dtype=np.float32))
         >>> custom_call_targets(exported)
-        ['ProductOfElementaryHouseholderReflectors', 'Qr']
+        ['lapack_sgeqrf_ffi', 'lapack_sorgqr_ffi']
     """
     return custom_call_check.custom_call_targets(exported)
 
@@ -48,6 +50,11 @@ def check_module_portable(exported: jax.export.Exported) -> None:
         NonPortableLinalgError: naming the offending custom-call targets.
 
     Example:
+        >>> import jax.numpy as jnp, numpy as np
+        >>> from jax2tf_native.linalg import export_scope
+        >>> with export_scope(platforms=("cpu",)) as extra:
+        ...     exported = jax.export.export(jax.jit(jnp.linalg.qr), platforms=("cpu",),
+        ...                                  **extra)(np.eye(3, dtype=np.float32))
         >>> check_module_portable(exported)  # silent when portable
     """
     bad = [t for t in custom_call_targets(exported)

@@ -49,10 +49,13 @@ def portable_lowering_rules() -> tuple[tuple[Any, Any], ...]:
     cache (which keys on it) is reused across exports.
 
     Example:
+        >>> import jax, jax.numpy as jnp, numpy as np
         >>> rules = portable_lowering_rules()
         >>> exported = jax.export.export(
         ...     jax.jit(jnp.linalg.inv), platforms=("cpu",),
         ...     _override_lowering_rules=rules)(np.eye(3, dtype=np.float32))
+        >>> "lapack_" in exported.mlir_module()
+        False
     """
     global _rules
     with _rules_lock:
@@ -103,6 +106,9 @@ def export_scope(platforms: Sequence[str] = ("cpu",)
             lowering, such as ``eig`` or ``schur``.
 
     Example:
+        >>> import jax, jax.numpy as jnp, numpy as np
+        >>> from jax2tf_native.linalg import check_module_portable
+        >>> a, b = np.eye(3, dtype=np.float32), np.ones(3, np.float32)
         >>> with export_scope(platforms=("cpu",)) as extra:
         ...   exported = jax.export.export(jax.jit(jnp.linalg.solve),
         ...                                platforms=("cpu",), **extra)(a, b)
