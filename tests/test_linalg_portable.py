@@ -451,7 +451,9 @@ def test_convert_native_linalg_is_refused_for_tf(rng):
         jax2tf_native.convert(jnp.linalg.inv, linalg="lapack")
 
 
-def test_convert_pivoted_qr_fails_at_export_naming_primitive_and_platform(rng):
+def test_convert_non_portable_option_fails_at_export_naming_primitive_and_platform(rng):
     a = _general(rng, np.float32, (N, N))
-    with pytest.raises(jax2tf_native.NonPortableLinalgError, match=r"'qr'.*platform\(s\) cpu"):
-        jax2tf_native.convert(lambda a: jsl.qr(a, pivoting=True)[0])(a)
+    with pytest.raises(jax2tf_native.NonPortableLinalgError,
+                       match=r"'tridiagonal_solve'.*platform\(s\) cpu"):
+        jax2tf_native.convert(lambda a: jax.lax.linalg.tridiagonal_solve(
+            a[0], a[1], a[2], a, perturb_singular=True))(a)
