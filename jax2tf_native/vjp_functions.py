@@ -23,6 +23,8 @@ import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 
+from jax2tf_native.errors import GradientSpecError
+
 
 def is_differentiable(dtype) -> bool:
     return bool(jnp.issubdtype(np.dtype(dtype), jnp.inexact))
@@ -83,7 +85,6 @@ def output_leaves(out_tree, positions: Sequence[int], name: str) -> set[int]:
     structure = jax.tree_util.tree_unflatten(out_tree, range(out_tree.num_leaves))
     results = list(structure) if isinstance(structure, (tuple, list)) else [structure]
     if positions and max(positions) >= len(results):
-        from jax2tf_native.errors import GradientSpecError
         raise GradientSpecError(
             f"gradient_outputs={list(positions)} names result {max(positions)}, but {name} "
             f"returns {len(results)} result(s). Fix: count from 0 over the elements of the "

@@ -40,7 +40,6 @@ FUNCTION_LEVEL_IMPORTS = {
     ("jax2tf_native/artifact_sandbox.py", "_child_checks"): "the sandbox child's imports",
     ("jax2tf_native/artifact_sandbox.py", "_server_main"):
         "imported once in the sandbox server so each forked check starts in ~10 ms",
-    ("jax2tf_native/vjp_functions.py", "output_leaves"): "error path (gradient modules: issue16grad)",
     ("tf_ops/module_for_tf.py", "module_bytes_for_tf"):
         "versions imports TF; reserialize runs in the artifact sandbox child without TF",
     ("tf_ops/module_for_tf.py", "reserialize"): "tf_targets imports TF (sandbox child: no TF)",
