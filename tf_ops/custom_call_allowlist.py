@@ -76,8 +76,8 @@ _LAPACK_NOTE = (
     "(jax2tf_native.lapack_rewrite, on by default, rewrite_lapack=False turns it off), so the "
     "call itself never reaches TF; verified on CPU against JAX's own back-compat artifacts "
     "(tests/test_lapack_rewrite.py) for potrf, getrf, geqrf, orgqr/ungqr, syevd/heevd, gesdd, "
-    "trsm and gtsv; geev, gees, gehrd and sytrd/hetrd are rewritten once eig, schur, "
-    "hessenberg and tridiagonal lower portably. A call still here was not rewritten: it is a "
+    "trsm, gtsv, geev, gees, gehrd and sytrd/hetrd (all 44 CPU entries). A call still here "
+    "was not rewritten: it is a "
     "jaxlib FFI handler that TF's XLA does not have (TF fails with 'No FFI handler registered "
     "for <target> on a platform Host', verified on CPU); JAX runs it. For new exports, "
     "convert(..., linalg='portable') lowers linear algebra to ops TF runs.")
