@@ -132,9 +132,9 @@ def reserialize(mlir_module_serialized: bytes, target: str, *,
       module_verify.ModuleVerifyError: the bytes do not parse, or the module fails MLIR's
         verifier (a ValueError).
     """
-    # A fresh context per module (~4-10 ms). Reusing one per thread was measured faster, but the
-    # full test suite then crashed TF (SIGSEGV compiling a later module, same test each run),
-    # so every module is written from a context of its own again.
+    # A fresh context per module (~4-10 ms). Reusing one per thread was measured faster
+    # (benchmarks/README.md) and reverted on a suspicion of a TF crash that it turned out not to
+    # cause; bringing it back is open.
     with jax_mlir.make_ir_context() as context:
         # A corrupt module prints its parse diagnostics to stderr by default; they are in the
         # exception we raise, so keep stderr clean.
