@@ -145,7 +145,7 @@ def test_zero_size_non_portable_linalg_runs(name, shape):
 
 
 def test_non_empty_eigvals_runs_portably():
-    # Portable since issue 19 (tests/test_linalg_nonsymmetric.py has the full coverage).
+    # Portable since issue 19 (tests/linalg_isolated/nonsymmetric_checks.py has the full coverage).
     a = np.array([[0.0, 1.0], [-2.0, 0.5]], np.float32)
     got = np.sort_complex(jax2tf_native.convert(jnp.linalg.eigvals)(a).numpy())
     np.testing.assert_allclose(got, np.sort_complex(np.asarray(jnp.linalg.eigvals(a))),

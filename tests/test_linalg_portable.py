@@ -240,7 +240,7 @@ def test_gradient_exports_portably_and_matches_jax(name, rng):
     _compare(got, want, 1e-4)
 
 
-# eig, schur and hessenberg: tests/test_linalg_nonsymmetric.py; the rest: test_linalg_primitives.
+# eig, schur and hessenberg: tests/linalg_isolated/nonsymmetric_checks.py; the rest: test_linalg_primitives.
 @pytest.mark.parametrize("name, fun", [
     # Every primitive has a portable form now; only this option of one has none.
     ("tridiagonal_solve", lambda a: jax.lax.linalg.tridiagonal_solve(

@@ -239,7 +239,7 @@ def test_call_we_cannot_rewrite_fails_naming_target_line_and_reason():
     with pytest.raises(CustomCallNotAllowedError) as info:
         jax2tf_native.call_exported(odd)
     message = str(info.value)
-    assert "'lapack_sgesdd_ffi'" in message and "test_lapack_rewrite.py:" in message
+    assert "'lapack_sgesdd_ffi'" in message and "lapack_rewrite_checks.py:" in message
     assert "not rewritten to portable StableHLO: NotRewritableError: gesdd mode 'O'" in message
     assert message.splitlines()[-1].startswith("Fix:")
 
