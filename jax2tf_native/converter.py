@@ -101,8 +101,9 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         `GradientSpecError` at the first call.
       linalg: "portable" (default): jnp.linalg / jax.scipy.linalg lower to StableHLO that TF's
         XLA runs (JAX's CPU lowering uses LAPACK custom calls TF lacks); "native": JAX's own
-        lowering, for modules that run back in JAX. Non-portable primitives (eig, schur, ...)
-        fail at export with `NonPortableLinalgError`.
+        lowering, for modules that run back in JAX (TF cannot run its LAPACK calls: they fail
+        at export with `CustomCallNotAllowedError`). Every `jax.lax.linalg` primitive has a
+        portable form (docs/linalg.md).
       stablehlo_version: for experts: the StableHLO version to write (e.g. "1.13.7"); default
         the target TF's. Prefer `target_tf`, which also picks the calling convention.
       target_tf: the TensorFlow version that will run the modules, "2.17" ... "2.21" (default:

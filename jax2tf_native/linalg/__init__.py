@@ -59,9 +59,10 @@ Hessenberg reduction (``gehrd``'s layout) plus the shifted QR iteration of
 ``eig``; registered by ``nonsymmetric_rules``; a symbolic n works too).
 ``tridiagonal_solve(perturb_singular=True)`` is not gtsv on CPU but jaxlib's own kernel,
 repeated bit for bit (``tridiagonal_solve_perturbed``, with ``kernel_arith`` rounding as its
-C++ does). What remains non-portable (a shape comparison jax.export cannot decide) raises
-:class:`NonPortableLinalgError` while exporting, never at TF run time, with the reason and
-the fix.
+C++ does). Symbolic sizes work, also two unrelated ones ("m, n") for qr, ormqr and svd.
+:class:`NonPortableLinalgError` is raised while exporting, never at TF run time, for a module
+with LAPACK calls (``check_module_portable``) and, as a net, for any symbolic size comparison
+an algorithm asks that jax.export cannot decide.
 One JAX internal is used: ``geqrf_p``/``geqp3_p``, which public functions
 bind but JAX does not export (``_jax_internals``, pinned by a test).
 

@@ -33,6 +33,13 @@ def min_dim(a, b):
     return a.min(b) if not is_static(a) else b.rmin(a)
 
 
+def max_dim(a, b):
+    """max of two dimensions, concrete or symbolic (jax.export's symbolic max)."""
+    if is_static(a) and is_static(b):
+        return max(a, b)
+    return a.max(b) if not is_static(a) else b.rmax(a)
+
+
 def batched(fn, batch_ndim: int):
     """`fn` of one matrix, vmapped over `batch_ndim` leading axes."""
     for _ in range(batch_ndim):

@@ -30,7 +30,7 @@ _geqrf_rule = jax.ffi.ffi_lowering("Qr", api_version=1,
 def _geqrf(a):
     """LAPACK-style geqrf: R above the diagonal, reflectors below, and taus."""
     *batch, m, n = a.shape
-    taus = jax.ShapeDtypeStruct((*batch, min(m, n)), a.dtype)
+    taus = jax.ShapeDtypeStruct((*batch, min_dim(m, n)), a.dtype)
     return jax.ffi.ffi_call(
         "Qr", (jax.ShapeDtypeStruct(a.shape, a.dtype), taus),
         custom_call_api_version=1)(a)
@@ -40,25 +40,27 @@ def _geqrf(a):
 
 def _qr_impl(a, *, full_matrices, pivoting=False):
     *batch, m, n = a.shape
-    k = m if full_matrices else min_dim(m, n)
+    k = min_dim(m, n)  # the number of reflectors
+    q_cols = m if full_matrices else k
     if m == 0 or n == 0:
-        q, r = eye_like(batch, m, k, a.dtype), jnp.zeros((*batch, k, n), a.dtype)
+        q, r = eye_like(batch, m, q_cols, a.dtype), jnp.zeros((*batch, q_cols, n), a.dtype)
         return (q, r, jnp.zeros((*batch, n), np.int32)) if pivoting else (q, r)
     if pivoting:
         r, p, taus = geqp3(a, jnp.zeros((*batch, n), np.int32))
         p = p - 1  # LAPACK's 1-based pivots, 0-based as JAX's qr returns them
     else:
         r, taus = _geqrf(a)
-    if m < n:
-        q = lax.linalg.householder_product(r[..., :m, :m], taus)
-    elif full_matrices:
-        pads = [(0, 0, 0)] * (len(batch) + 1) + [(0, m - n, 0)]
-        q = lax.linalg.householder_product(lax.pad(r, jnp.zeros((), r.dtype), pads),
-                                           taus)
-    else:
-        q = lax.linalg.householder_product(r, taus)
-        r = r[..., :n, :n]
-    return (q, jnp.triu(r), p) if pivoting else (q, jnp.triu(r))
+    # Q is the product of the k reflectors stored below R's diagonal, with m - k zero
+    # columns added for the complete Q. Written in k = min(m, n) rather than by comparing
+    # m with n, it needs no comparison, so m and n may be unrelated symbolic sizes
+    # (where JAX's own CPU lowering stops: "'m' < 'n' is inconclusive").
+    reflectors = r[..., :, :k]
+    if full_matrices:
+        reflectors = jnp.concatenate(
+            [reflectors, jnp.zeros((*batch, m, m - k), r.dtype)], axis=-1)
+    q = lax.linalg.householder_product(reflectors, taus)
+    r = jnp.triu(r[..., :q_cols, :])
+    return (q, r, p) if pivoting else (q, r)
 
 
 def _qr_rule(ctx, a, *, pivoting, full_matrices, **_):
@@ -67,13 +69,32 @@ def _qr_rule(ctx, a, *, pivoting, full_matrices, **_):
         ctx, "qr", lambda: mlir.lower_fun(impl, multiple_results=True)(ctx, a))
 
 
+def _square_reflectors_by_index(a, taus):
+    """The m x m reflector matrix and m taus for a k unrelated to a's (m, n) symbolically.
+
+    Columns and taus are gathered by index (zero past the end), so no size comparison is
+    needed; reflectors k..m-1 get tau = 0 and zero vectors, i.e. the identity, which is
+    LAPACK's ormqr: only the first k reflectors are applied.
+    """
+    m, k = a.shape[-2], taus.shape[-1]
+    index = jnp.arange(m)
+    used = index < jnp.asarray(k)  # sizes are values at run time
+    square = jnp.take(a, index, axis=-1, mode="fill", fill_value=0)
+    square = jnp.where(used, square, jnp.zeros((), a.dtype))
+    taus = jnp.take(taus, index, axis=-1, mode="fill", fill_value=0)
+    return square, jnp.where(used, taus, jnp.zeros((), taus.dtype))
+
+
 def _ormqr_impl(a, taus, c, *, left, transpose):
     # Q @ C through an explicit Q: one householder_product plus one matmul.
     *batch, m, _ = a.shape
     k = taus.shape[-1]
-    reflectors = a[..., :, :k]
-    # An m x m matrix of reflectors (concatenate also takes a symbolic m - k).
-    square = jnp.concatenate([reflectors, jnp.zeros((*batch, m, m - k), a.dtype)], axis=-1)
+    try:
+        # An m x m matrix of reflectors (concatenate also takes a symbolic m - k).
+        square = jnp.concatenate([a[..., :, :k], jnp.zeros((*batch, m, m - k), a.dtype)],
+                                 axis=-1)
+    except jax.errors.InconclusiveDimensionOperation:
+        square, taus = _square_reflectors_by_index(a, taus)
     q = lax.linalg.householder_product(square, taus)
     if transpose:
         q = jnp.conj(jnp.swapaxes(q, -1, -2))

@@ -15,7 +15,7 @@ import numpy as np
 from jax import lax
 from jax.interpreters import mlir
 
-from jax2tf_native.linalg.common import HIGHEST, batched
+from jax2tf_native.linalg.common import HIGHEST, batched, min_dim
 from jax2tf_native.linalg.householder import larfg
 
 
@@ -52,7 +52,7 @@ def _fixed_columns_first(a, jpvt):
 
 def _geqp3_2d(a, jpvt):
     m, n = a.shape
-    k = min(m, n)
+    k = min_dim(m, n)
     rows = lax.iota(np.int32, m)
     cols = lax.iota(np.int32, n)
     tol3z = float(np.sqrt(np.finfo(jnp.finfo(a.dtype).dtype).eps))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.interpreters import mlir
 
-from jax2tf_native.linalg.common import HIGHEST, batched, eye_like, min_dim
+from jax2tf_native.linalg.common import HIGHEST, batched, eye_like, max_dim, min_dim
 from jax2tf_native.linalg.errors import lower_symbolic
 
 # svd: QDWH polar decomposition A = U_p H, then H = V diag(s) V^H by eigh,
@@ -17,17 +18,37 @@ from jax2tf_native.linalg.errors import lower_symbolic
 _QDWH_MAX_ITERATIONS = 10
 
 
+def _decided(compare, undecided):
+    """`compare()`, or `undecided` when symbolic sizes make it inconclusive."""
+    try:
+        return bool(compare())
+    except jax.errors.InconclusiveDimensionOperation:
+        return undecided
+
+
 def _svd_2d(a, *, full_matrices, compute_uv):
     m, n = a.shape
-    flip = m < n
+    try:
+        flip = bool(m < n)
+    except jax.errors.InconclusiveDimensionOperation:
+        return _svd_either_orientation(a, full_matrices=full_matrices,
+                                       compute_uv=compute_uv)
     if flip:
         a = jnp.conj(a.T)
         m, n = n, m
+    return _svd_tall(a, full_matrices=full_matrices, compute_uv=compute_uv, flip=flip)
+
+
+def _svd_tall(a, *, full_matrices, compute_uv, flip=False):
+    """The SVD of an m x n matrix with m >= n (m may equal n)."""
+    m, n = a.shape
     q = u_null = None
-    if full_matrices and m > n:
+    # With symbolic sizes that cannot be compared the QR step is taken: it is exact for
+    # any m >= n (an empty u_null when m == n), only slower when it is not needed.
+    if full_matrices and _decided(lambda: m > n, True):
         q_full, r_full = lax.linalg.qr(a, full_matrices=True)
         q, u_null, a = q_full[:, :n], q_full[:, n:], r_full[:n, :]
-    elif 20 * m > 23 * n:  # m > 1.15 n, in integers so that symbolic sizes compare
+    elif _decided(lambda: 20 * m > 23 * n, True):  # m > 1.15 n, in integers
         # A thin QR first makes QDWH and eigh work on an n x n matrix.
         q, a = lax.linalg.qr(a, full_matrices=False)
     finite = jnp.all(jnp.isfinite(a))
@@ -61,6 +82,46 @@ def _svd_2d(a, *, full_matrices, compute_uv):
     vh = jnp.where(finite, jnp.conj(v.T), nan)
     if flip:
         return s, jnp.conj(vh.T), jnp.conj(u.T)
+    return s, u, vh
+
+
+def _fit(x, rows, cols):
+    """`x` sliced or zero-padded to (rows, cols): a shape change that is the identity at
+    run time, for sizes that agree at run time but are different symbolic expressions."""
+    for axis, size in ((0, rows), (1, cols)):
+        have = x.shape[axis]
+        if _decided(lambda: size <= have, False):
+            x = lax.slice_in_dim(x, 0, size, axis=axis)
+        else:  # size >= have: jax.export decides it for the sizes used here
+            pad = list(x.shape)
+            pad[axis] = size - have
+            x = jnp.concatenate([x, jnp.zeros(pad, x.dtype)], axis=axis)
+    return x
+
+
+def _svd_either_orientation(a, *, full_matrices, compute_uv):
+    """The SVD of an m x n matrix whose symbolic m and n cannot be compared.
+
+    JAX's own CPU lowering exports this shape (LAPACK takes either orientation); the
+    portable algorithm needs a tall matrix. Both orientations are written as one
+    p x k matrix, p = max(m, n), k = min(m, n): A when m >= n, A^H otherwise, chosen at run
+    time by a select of two copies. One SVD of it, then its factors are mapped back to
+    A's for either orientation and selected the same way.
+    """
+    m, n = a.shape
+    p, k = max_dim(m, n), min_dim(m, n)
+    tall = jnp.asarray(m) >= jnp.asarray(n)  # dimensions are values at run time
+    a_h = jnp.conj(a.T)
+    a_tall = jnp.where(tall, _fit(a, p, k), _fit(a_h, p, k))
+    out = _svd_tall(a_tall, full_matrices=full_matrices, compute_uv=compute_uv)
+    if not compute_uv:
+        return out
+    s, u_t, vh_t = out  # a_tall = u_t diag(s) vh_t
+    u_rows_cols = (m, m) if full_matrices else (m, k)
+    vh_rows_cols = (n, n) if full_matrices else (k, n)
+    # m >= n: A = u_t S vh_t.  m < n: A = A_tall^H = vh_t^H S u_t^H.
+    u = jnp.where(tall, _fit(u_t, *u_rows_cols), _fit(jnp.conj(vh_t.T), *u_rows_cols))
+    vh = jnp.where(tall, _fit(vh_t, *vh_rows_cols), _fit(jnp.conj(u_t.T), *vh_rows_cols))
     return s, u, vh
 
 

@@ -5,6 +5,8 @@ sizes and compared with JAX's own (LAPACK) results at those sizes.
 """
 from __future__ import annotations
 
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +16,7 @@ from jax import lax
 
 import jax2tf_native
 from jax2tf_native import _jax_internals, linalg_portable
+from jax2tf_native.linalg.errors import lower_symbolic
 
 lin = lax.linalg
 SIZES = [(2, 3), (1, 7)]  # (b, n) values the one export is run at
@@ -145,8 +148,116 @@ def test_svd_with_symbolic_size_reconstructs():
         np.testing.assert_allclose(gram, np.broadcast_to(np.eye(n), gram.shape), atol=2e-5 * n)
 
 
+# Two unrelated symbolic sizes "b, m, n": one export run at tall, wide, square and
+# one-row/one-column shapes. JAX's own CPU lowering refuses qr here ("'m' < 'n' is
+# inconclusive"); the portable forms need no comparison (qr, ormqr) or pick the orientation
+# at run time (svd).
+MN_SIZES = [(2, 5, 3), (1, 3, 5), (2, 4, 4), (1, 1, 3), (1, 6, 1)]
+
+
+def _run_mn(fn, dtype=np.float32, seed=5):
+    """(a, outputs in TF, JAX's outputs) for each of MN_SIZES, from one "b, m, n" export."""
+    exported = _export_symbolic(fn, [("b, m, n", dtype)])
+    call = jax2tf_native.call_exported(exported, with_gradient=False)
+    rng = np.random.default_rng(seed)
+    for b, m, n in MN_SIZES:
+        a = _rand(rng, (b, m, n), np.float64)
+        if np.dtype(dtype).kind == "c":
+            a = a + 1j * _rand(rng, (b, m, n), np.float64)
+        a = a.astype(dtype)
+        got = [np.asarray(x) for x in jax.tree.leaves(call(tf.constant(a)))]
+        want = [np.asarray(x) for x in jax.tree.leaves(jax.jit(fn)(a))]
+        assert [g.shape for g in got] == [w.shape for w in want], (b, m, n)
+        yield a, got, want
+
+
+QR_MN = {
+    "reduced": lambda a: lin.qr(a, full_matrices=False),
+    "complete": lambda a: lin.qr(a, full_matrices=True),
+    "pivoted": lambda a: lin.qr(a, pivoting=True, full_matrices=False),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(QR_MN))
+def test_qr_with_unrelated_symbolic_m_n_equals_lapack(mode):
+    # Householder QR is LAPACK's algorithm: Q, R (and pivots) equal JAX's element for element.
+    for a, got, want in _run_mn(QR_MN[mode]):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-5, err_msg=str(a.shape))
+
+
+def test_ormqr_with_taus_of_an_unrelated_symbolic_length_equals_lapack():
+    # taus has its own symbol k: the reflectors are gathered by index, no size comparison.
+    def fn(a, taus, c):
+        return lin.ormqr(a, taus, c, left=True, transpose=True)
+
+    exported = _export_symbolic(fn, [("m, n", np.float32), ("k,", np.float32),
+                                     ("m, r", np.float32)])
+    call = jax2tf_native.call_exported(exported, with_gradient=False)
+    rng = np.random.default_rng(6)
+    for m, n, r in [(5, 3, 2), (3, 5, 1), (4, 4, 3)]:
+        a, taus = (np.asarray(x) for x in _jax_internals.geqrf_p.bind(_rand(rng, (m, n))))
+        c = _rand(rng, (m, r))
+        for k in (min(m, n), 1):  # all reflectors, and only the first one
+            got = call(tf.constant(a), tf.constant(taus[:k]), tf.constant(c))
+            np.testing.assert_allclose(np.asarray(got), np.asarray(fn(a, taus[:k], c)),
+                                       rtol=1e-4, atol=2e-5, err_msg=f"{m, n, r, k}")
+
+
+def _rank_deficient(a):
+    """a with its last column (or row, whichever is longer) a copy of the first."""
+    a = a.copy()
+    if a.shape[-1] >= a.shape[-2] and a.shape[-1] > 1:
+        a[..., :, -1] = a[..., :, 0]
+    elif a.shape[-2] > 1:
+        a[..., -1, :] = a[..., 0, :]
+    return a
+
+
+@pytest.mark.parametrize("full_matrices", [False, True], ids=["reduced", "full"])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64], ids=["f32", "c64"])
+def test_svd_with_unrelated_symbolic_m_n_matches_lapack(full_matrices, dtype):
+    """Singular values equal JAX's; U S V^H reconstructs A; U and V^H are unitary, also for a
+    rank-deficient A (whose null-space vectors the algorithm must still orthonormalize)."""
+    def fn(a):
+        return lin.svd(a, full_matrices=full_matrices)
+
+    exported = _export_symbolic(fn, [("b, m, n", dtype)])
+    call = jax2tf_native.call_exported(exported, with_gradient=False)
+    rng = np.random.default_rng(7)
+    for b, m, n in MN_SIZES:
+        a = _rand(rng, (b, m, n), np.float64)
+        if np.dtype(dtype).kind == "c":
+            a = a + 1j * _rand(rng, (b, m, n), np.float64)
+        for x in (a.astype(dtype), _rank_deficient(a).astype(dtype)):
+            u, s, vh = (np.asarray(t) for t in call(tf.constant(x)))
+            u_j, s_j, vh_j = (np.asarray(t) for t in fn(x))
+            where = f"b={b}, m={m}, n={n}"
+            assert (u.shape, s.shape, vh.shape) == (u_j.shape, s_j.shape, vh_j.shape), where
+            np.testing.assert_allclose(s, s_j, rtol=1e-4, atol=1e-5 * max(m, n), err_msg=where)
+            k = min(m, n)
+            recon = (u[..., :, :k] * s[..., None, :].astype(dtype)) @ vh[..., :k, :]
+            np.testing.assert_allclose(recon, x, atol=3e-5 * max(m, n), err_msg=where)
+            for q in (u, np.conj(np.swapaxes(vh, -1, -2))):
+                gram = np.conj(np.swapaxes(q, -1, -2)) @ q
+                np.testing.assert_allclose(gram, np.broadcast_to(np.eye(q.shape[-1]),
+                                                                 gram.shape),
+                                           atol=3e-5 * max(m, n), err_msg=where)
+
+
 def test_undecidable_shape_comparison_is_our_error():
-    # qr must know whether m < n; with two unrelated symbols it cannot.
+    """The net under every portable rule: a comparison of symbolic sizes that jax.export
+    cannot decide becomes NonPortableLinalgError with the fix, not JAX's raw error. No
+    primitive reaches it any more (qr, ormqr and svd were the last), so it is checked
+    directly on the context a lowering rule receives."""
+    m, n = jax.export.symbolic_shape("m, n")
+    ctx = types.SimpleNamespace(avals_in=[jax.core.ShapedArray((m, n), np.float32)],
+                                module_context=types.SimpleNamespace(platforms=("cpu",)))
+
+    def lower():
+        return m < n  # what an algorithm that branches on the orientation would ask
+
     with pytest.raises(linalg_portable.NonPortableLinalgError,
-                       match=r"'qr'.*symbolic.*Fix: give the matrix dimensions one symbol"):
-        _export_symbolic(jnp.linalg.qr, [("b, m, n", np.float32)])
+                       match=r"'qr'.*cpu.*\('m', 'n'\) are symbolic.*'m' < 'n' is inconclusive"
+                             r".*Fix: give the matrix dimensions one symbol"):
+        lower_symbolic(ctx, "qr", lower)
