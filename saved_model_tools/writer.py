@@ -4,7 +4,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import io
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -18,6 +20,7 @@ import jax2tf_native
 from saved_model_tools import atomic_dir, manifest, pytree_inputs, references, warmup
 from saved_model_tools import signature as signature_lib
 from jax2tf_native import tf_variables
+from jax2tf_native.errors import first_line
 from saved_model_tools.signature import Signature
 from tf_ops import tf_targets
 
@@ -250,10 +253,8 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
               lambda: {name: [run() for run in runs] for name, (runs, _) in lowered.items()})
           as pending, atomic_dir.atomic_directory(export_dir, overwrite=overwrite) as temp):
         with steps.phase("write the SavedModel"):
-            options = tf.saved_model.SaveOptions(experimental_custom_gradients=with_gradient)
-            tf.saved_model.save(root, str(temp),
-                                signatures={b.spec.name: b.function for b in built},
-                                options=options)
+            _save_saved_model(root, temp, {b.spec.name: b.function for b in built},
+                              with_gradient)
         with steps.phase("record references and warmup requests"):
             outputs = pending.result()
             records = {name: finish(outputs[name]) for name, (_, finish) in lowered.items()}
@@ -263,6 +264,42 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         commit_start = time.perf_counter()
     steps.done(f"commit atomically to {export_dir}", commit_start)
     return record
+
+
+_GRADIENT_TRACE_FAILED = "Error when tracing gradients for SavedModel"
+
+
+def _save_saved_model(root, directory, signatures, with_gradient: bool) -> None:
+    """tf.saved_model.save, with a gradient that cannot be exported reported as ours.
+
+    TF traces each custom gradient while saving; our gradient exports its JAX VJP then (on
+    first use). If JAX cannot export the VJP (e.g. a differentiation rule compares symbolic
+    sizes it cannot compare), TF prints the traceback and raises its own "Error when tracing
+    gradients" naming only a graph op: that becomes GradientSpecError with JAX's reason and
+    the fix, and TF's print is dropped (it is the chained cause).
+    """
+    options = tf.saved_model.SaveOptions(experimental_custom_gradients=with_gradient)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            tf.saved_model.save(root, str(directory), signatures=signatures, options=options)
+    except ValueError as e:
+        cause = e.__cause__
+        if not (with_gradient and cause is not None
+                and str(e).startswith(_GRADIENT_TRACE_FAILED)):
+            sys.stderr.write(printed.getvalue())
+            raise
+        while (type(cause).__module__.startswith("tensorflow")
+               and (cause.__cause__ or cause.__context__) is not None):
+            # TF's StagingError ("in user code: ...") wraps the error the export raised.
+            cause = cause.__cause__ or cause.__context__
+        raise jax2tf_native.GradientSpecError(
+            f"The model's gradient cannot be exported, so the SavedModel cannot keep it: "
+            f"{type(cause).__name__}: {first_line(cause)} Fix: save with "
+            f"with_gradient=False if the model only serves; otherwise change what stops the "
+            f"export (for a symbolic-size comparison: one shared symbol, a constraint such as "
+            f"polymorphic_constraints=['m >= n'], or concrete sizes).") from cause
+    sys.stderr.write(printed.getvalue())
 
 
 def _build(spec: Signature, main: Signature, params_tree, options: _ConvertOptions) -> _Built:
