@@ -21,7 +21,7 @@ from jax.extend import mlir as jax_extend_mlir
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func as func_dialect
 
-from tf_ops import mlir_walk, module_verify
+from tf_ops import known_downgrades, mlir_walk, module_verify
 
 ModuleCheck = Callable[[ir.Module], None]
 
@@ -162,17 +162,26 @@ def reserialize(mlir_module_serialized: bytes, target: str, *,
                 f"The exported module's {len(mlir_module_serialized)} bytes are not a readable "
                 f"StableHLO portable artifact ({str(e).strip().splitlines()[0][:200]}). "
                 f"{module_verify.FIX}") from None
-        module_verify.verify_module(module)
-        try:
-            for check in checks:
-                check(module)
-            inline_composites_as_calls(module)
-        except (RuntimeError, UnicodeError) as e:
-            # The bindings raise these reading a corrupt name (e.g. a symbol that is not UTF-8),
-            # which MLIR's verifier does not look at.
-            raise module_verify.ModuleVerifyError(
-                f"The exported module is malformed ({type(e).__name__}: "
-                f"{str(e).strip()[:200]}). {module_verify.FIX}") from None
+        kind = None
+        with mlir_walk.reusing_walks(module.operation):
+            module_verify.verify_module(module)
+            try:
+                for check in checks:
+                    check(module)
+                if target_tf is None and not _composite_ops(module):
+                    # Nothing below rewrites the module: the write may be known to change
+                    # only the header (see known_downgrades).
+                    kind = known_downgrades.module_kind(mlir_walk.walk(module.operation))
+                    known = known_downgrades.header_only(mlir_module_serialized, target, kind)
+                    if known is not None:
+                        return known
+                inline_composites_as_calls(module)  # changes the module: the last walk
+            except (RuntimeError, UnicodeError) as e:
+                # The bindings raise these reading a corrupt name (e.g. a symbol that is not
+                # UTF-8), which MLIR's verifier does not look at.
+                raise module_verify.ModuleVerifyError(
+                    f"The exported module is malformed ({type(e).__name__}: "
+                    f"{str(e).strip()[:200]}). {module_verify.FIX}") from None
         # Verified once, above: the checks only read the module, and replacing a verified
         # composite (whose verifier checked its decomposition's type) by a call of that
         # decomposition keeps it valid; so does a target's feature rewrite (its ops keep their
@@ -181,12 +190,15 @@ def reserialize(mlir_module_serialized: bytes, target: str, *,
             from tf_ops import tf_targets  # imports TF; the sandbox child passes no target
             tf_targets.adapt_module(module, tf_targets.resolve(target_tf), _op_summaries)
         try:
-            # Shardy ops stay Shardy ("mixed" serialization, as jax.export writes them):
-            # serialized plainly they become frontend attributes that TF turns back into custom
-            # calls its shape refinement cannot refine (polymorphic sharded modules fail,
-            # measured).
-            return bytes(jax_extend_mlir.serialize_portable_artifact(module, target,
-                                                                     uses_shardy(module)))
+            # Written "mixed", as jax.export writes every module: Shardy ops stay Shardy
+            # (serialized plainly they become frontend attributes that TF turns back into
+            # custom calls its shape refinement cannot refine: polymorphic sharded modules
+            # fail, measured), and a module without them gets the bytes JAX wrote, up to the
+            # header's version, which known_downgrades relies on.
+            written = bytes(jax_extend_mlir.serialize_portable_artifact(module, target, True))
+            if kind is not None:
+                known_downgrades.record(mlir_module_serialized, target, kind, written)
+            return written
         except Exception as e:  # jaxlib raises its own error types for an illegal op
             error = _too_new_error(module, str(e), target, target_tf)
         raise error from None
