@@ -190,7 +190,7 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
     return tf_runner.prepare(exported, specs, constraints=constraints,
                              stablehlo_version=options.stablehlo_version,
                              tf_functions=tuple(tf_functions),
-                             target=options.target_tf)
+                             target=options.target_tf, written_here=True)
 
 
 def exported_for_target(exported: jax.export.Exported, target) -> jax.export.Exported:

@@ -43,19 +43,21 @@ class PreparedExport:
 
 def prepare(exported: jax.export.Exported, leaf_specs: Sequence[LeafSpec], *,
             constraints: Sequence[str] = (), stablehlo_version: str | None = None,
-            checks=(), tf_functions: Sequence = (), target=None) -> PreparedExport:
+            checks=(), tf_functions: Sequence = (), target=None,
+            written_here: bool = False) -> PreparedExport:
     """Re-serializes `exported` for TF (for `target`, a `tf_ops.tf_targets.TfTarget`, when given)
     and bundles it with the argument specs.
 
     `tf_functions` are the TF concrete functions the module calls (jax2tf.call_tf with
-    call_tf_graph=True), in the order of their indices in the module.
+    call_tf_graph=True), in the order of their indices in the module. `written_here`: the module
+    bytes come from `jax.export` in this process (not from an artifact read from elsewhere).
     """
     in_shardings, out_shardings = shardings.exported_hlo_shardings(exported)
     try:
         tf_module = xla_call_module.tf_module_from_exported(
             exported, stablehlo_version=stablehlo_version, checks=checks,
             tf_functions=tf_functions, in_shardings=in_shardings, out_shardings=out_shardings,
-            target=target)
+            target=target, written_here=written_here)
     except (custom_call_check.CustomCallNotAllowedError, tf_targets.TargetTfError):
         raise  # Already name the target or op, its source and the fix; keep their type.
     except ValueError as e:

@@ -83,7 +83,7 @@ def uses_shardy(module: ir.Module) -> bool:
 def module_bytes_for_tf(mlir_module_serialized: bytes, *,
                         stablehlo_version: str | None = None,
                         checks: Sequence[ModuleCheck] = (),
-                        target_tf: str | None = None) -> bytes:
+                        target_tf: str | None = None, written_here: bool = False) -> bytes:
     """Returns the module re-serialized for a TF that reads `stablehlo_version`.
 
     Args:
@@ -93,6 +93,9 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
       checks: callables run on the parsed module before it is written (e.g. the custom-call
         allowlist); they raise to reject the module.
       target_tf: the TF version `stablehlo_version` was chosen for, named in errors.
+      written_here: the bytes come from `jax.export` in this process. Only then may they be
+        handed to TF with just the header's version changed (`known_downgrades`); bytes read
+        from elsewhere are always written anew, so TF parses only what our writer produced.
 
     Raises:
       tf_targets.TargetTfError: the module holds an op, attribute or type that
@@ -120,7 +123,8 @@ def module_bytes_for_tf(mlir_module_serialized: bytes, *,
             f"({versions.tf_minimum_stablehlo_version()}..{versions.tf_stablehlo_version()}). "
             f"Fix: pick a version in that range (the serving TF's "
             f"tensorflow.compiler.mlir.stablehlo.stablehlo.get_current_version()).")
-    return reserialize(mlir_module_serialized, target, checks=checks, target_tf=target_tf)
+    return reserialize(mlir_module_serialized, target, checks=checks, target_tf=target_tf,
+                       written_here=written_here)
 
 
 # A new MLIR context with JAX's dialects costs ~4-10 ms (measured), a fifth of an MLP's whole
@@ -141,7 +145,8 @@ def _reused_context() -> ir.Context:
 
 
 def reserialize(mlir_module_serialized: bytes, target: str, *,
-                checks: Sequence[ModuleCheck] = (), target_tf: str | None = None) -> bytes:
+                checks: Sequence[ModuleCheck] = (), target_tf: str | None = None,
+                written_here: bool = False) -> bytes:
     """Parses, verifies, checks, inlines composites and writes the module at `target`.
 
     Unverified IR is never handed to a pass or the serializer: a corrupt module that the
@@ -168,7 +173,7 @@ def reserialize(mlir_module_serialized: bytes, target: str, *,
             try:
                 for check in checks:
                     check(module)
-                if target_tf is None and not _composite_ops(module):
+                if written_here and target_tf is None and not _composite_ops(module):
                     # Nothing below rewrites the module: the write may be known to change
                     # only the header (see known_downgrades).
                     kind = known_downgrades.module_kind(mlir_walk.walk(module.operation))

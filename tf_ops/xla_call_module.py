@@ -89,7 +89,8 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
                             tf_functions: Sequence = (),
                             in_shardings: Sequence | None = None,
                             out_shardings: Sequence | None = None,
-                            target: tf_targets.TfTarget | None = None) -> TfModule:
+                            target: tf_targets.TfTarget | None = None,
+                            written_here: bool = False) -> TfModule:
     """Prepares `exported` for TF: checks TF can run it somewhere and re-serializes its module.
 
     With `target` (a measured TF version, see `tf_targets`) the module must also run there: its
@@ -106,6 +107,8 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
       checks: more checks run on the parsed module.
       in_shardings, out_shardings: JAX `HloSharding` (or None) per flat input / output, put on
         XlaSharding ops around the call in graphs; None: no sharding ops.
+      written_here: the module bytes come from `jax.export` in this process (see
+        `module_for_tf.module_bytes_for_tf`).
 
     Raises:
       custom_call_check.CustomCallNotAllowedError: a custom call TF cannot run (listing each
@@ -153,7 +156,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     module = module_for_tf.module_bytes_for_tf(
         exported.mlir_module_serialized, stablehlo_version=target_stablehlo,
         checks=(signature_check, allowlist_check, tf_calls_check, record, *checks),
-        target_tf=target.version if target else None)
+        target_tf=target.version if target else None, written_here=written_here)
     n_in, n_out = len(exported.in_avals), len(exported.out_avals)
     return TfModule(
         module=module,
