@@ -97,3 +97,13 @@ def write_results(name: str, payload: dict, markdown: str) -> None:
 
 def fmt_us(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f} µs"
+
+
+def machine_sentence(load: dict) -> str:
+    """How busy the 2-core machine was, from the 1-minute load averages at start and end."""
+    start, end = load["start"], load["end"]
+    if max(start, end) <= 2.5:
+        return (f"The machine was quiet (1-minute load average {start:.1f} at the start, "
+                f"{end:.1f} at the end).")
+    return (f"The machine had **2 cores shared with other work** (1-minute load average "
+            f"{start:.1f} at the start, {end:.1f} at the end), so absolute numbers are noisy.")

@@ -42,7 +42,7 @@ from jax.interpreters import mlir as jax_mlir  # noqa: E402
 from tensorflow.compiler.mlir.stablehlo import stablehlo as tf_stablehlo  # noqa: E402
 from tensorflow.compiler.tf2xla.python import xla as tfxla  # noqa: E402
 
-from benchmarks.harness import environment, interleaved, write_results  # noqa: E402
+from benchmarks.harness import environment, interleaved, machine_sentence, write_results  # noqa: E402,E501
 from jax2tf_native import linalg_portable  # noqa: E402
 
 if not MULTITHREADED:
@@ -172,7 +172,7 @@ def bench(rounds_small: int, rounds_large: int, ops=DEFAULT_OPS, sizes=SIZES) ->
     return {"environment": environment(), "rows": rows,
             "threads": "runtime defaults" if MULTITHREADED else "1 (XLA, Eigen, OpenBLAS, TF)",
             "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
-            "note": "2 CPU cores shared with other work; numbers are noisy"}
+            "note": "2 CPU cores; see load_average_1min for how busy they were"}
 
 
 def markdown(payload: dict) -> str:
@@ -182,13 +182,10 @@ def markdown(payload: dict) -> str:
         "",
         f"jax {env['jax']}, tensorflow {env['tensorflow']}, python {env['python']}, "
         f"{env['cpus']} CPUs ({env['machine']}). float32. Threads: {payload['threads']}. "
-        "The machine has **2 cores shared with other work** (other jobs ran concurrently; "
-        f"1-minute load average {payload['load_average_1min']['start']:.1f} at the start, "
-        f"{payload['load_average_1min']['end']:.1f} at the end), so absolute numbers are "
-        "noisy; rounds are "
-        "interleaved so the noise hits both sides alike, and both sides are pinned to one "
-        "thread because two multi-threaded runtimes in one oversubscribed process starved "
-        "each other (medians moved 10x between runs).",
+        + machine_sentence(payload["load_average_1min"]) +
+        " Rounds are interleaved so that noise hits both sides alike, and both sides are "
+        "pinned to one thread because two multi-threaded runtimes in one oversubscribed "
+        "process starved each other (medians moved 10x between runs).",
         "",
         "TF portable = the function exported inside `linalg_portable.export_scope` and run by "
         "XlaCallModule in a `tf.function`; JAX native = `jax.jit` (LAPACK custom calls). "

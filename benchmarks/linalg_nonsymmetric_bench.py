@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -29,7 +28,7 @@ import jax.scipy.linalg as jsl  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks.harness import environment, interleaved, write_results  # noqa: E402
+from benchmarks.harness import environment, interleaved, machine_sentence, write_results  # noqa: E402,E501
 import jax2tf_native  # noqa: E402
 
 tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -107,7 +106,7 @@ def bench(rounds_small: int, rounds_large: int) -> dict:
     return {"environment": environment(), "rows": rows,
             "threads": "1 (XLA, Eigen, OpenBLAS, TF)",
             "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
-            "note": "2 CPU cores shared with other work; numbers are noisy"}
+            "note": "2 CPU cores; see load_average_1min for how busy they were"}
 
 
 def markdown(payload: dict) -> str:
@@ -117,10 +116,9 @@ def markdown(payload: dict) -> str:
         "",
         f"jax {env['jax']}, tensorflow {env['tensorflow']}, python {env['python']}, "
         f"{env['cpus']} CPUs ({env['machine']}). float32, standard normal matrices. "
-        f"Threads: {payload['threads']}. The machine has 2 cores shared with other work "
-        f"(1-minute load average {payload['load_average_1min']['start']:.1f} at the start, "
-        f"{payload['load_average_1min']['end']:.1f} at the end); rounds are interleaved so "
-        "the noise hits both sides alike.",
+        f"Threads: {payload['threads']}. "
+        + machine_sentence(payload["load_average_1min"])
+        + " Rounds are interleaved so that noise hits both sides alike.",
         "",
         "Ratio = TF median / JAX median. First call = trace + export/compile + one run. "
         "Residual = ||A V - V diag(w)||_F / ||A||_F (eig) or ||A - Z T Z^T||_F / ||A||_F "

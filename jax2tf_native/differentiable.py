@@ -18,7 +18,6 @@ import logging
 import threading
 from typing import Any, Sequence
 
-import jax
 
 from jax2tf_native import exporting, vjp_functions
 from jax2tf_native.errors import GradientSpecError, SymbolicCallTfFound, first_line

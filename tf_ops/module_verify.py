@@ -11,7 +11,7 @@ This module imports no TensorFlow, so the artifact sandbox child can use it chea
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import jax.interpreters.mlir as jax_mlir
 import numpy as np
