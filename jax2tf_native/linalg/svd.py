@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.interpreters import mlir
 
-from jax2tf_native.linalg.common import HIGHEST, batched, eye_like, max_dim, min_dim
+from jax2tf_native.linalg.common import HIGHEST, batched, eye_like, is_static, max_dim, min_dim
 from jax2tf_native.linalg.errors import lower_symbolic
 
 # svd: QDWH polar decomposition A = U_p H, then H = V diag(s) V^H by eigh,
@@ -94,8 +94,13 @@ def _fit(x, rows, cols):
             x = lax.slice_in_dim(x, 0, size, axis=axis)
         else:  # size >= have: jax.export decides it for the sizes used here
             pad = list(x.shape)
-            pad[axis] = size - have
+            # A static size is padded past and sliced back: concatenating exactly size - have
+            # gives a static dimension from symbolic pieces, which JAX lowers to a dynamic
+            # MLIR type that disagrees with the static one (a verifier error, measured).
+            pad[axis] = size if is_static(size) else size - have
             x = jnp.concatenate([x, jnp.zeros(pad, x.dtype)], axis=axis)
+            if is_static(size):
+                x = lax.slice_in_dim(x, 0, size, axis=axis)
     return x
 
 

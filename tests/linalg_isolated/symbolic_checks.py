@@ -245,6 +245,31 @@ def test_svd_with_unrelated_symbolic_m_n_matches_lapack(full_matrices, dtype):
                                            atol=3e-5 * max(m, n), err_msg=where)
 
 
+@pytest.mark.parametrize("spec, shapes", [("b, 3, n", [(2, 3, 2), (1, 3, 5), (1, 3, 3)]),
+                                         ("b, m, 3", [(1, 2, 3), (2, 5, 3)])])
+def test_svd_with_one_static_and_one_symbolic_size(spec, shapes):
+    # min(3, n) and max(3, n) are symbolic while the static side is not: the factors are
+    # padded and sliced to exact sizes (a static size built from symbolic pieces lowered to a
+    # mismatched MLIR type before).
+    for full_matrices in (False, True):
+        def fn(a):
+            return lin.svd(a, full_matrices=full_matrices)
+
+        call = jax2tf_native.call_exported(_export_symbolic(fn, [(spec, np.float32)]),
+                                           with_gradient=False)
+        rng = np.random.default_rng(8)
+        for shape in shapes:
+            a = _rand(rng, shape)
+            u, s, vh = (np.asarray(t) for t in call(tf.constant(a)))
+            u_j, s_j, vh_j = (np.asarray(t) for t in fn(a))
+            where = f"{shape}, full_matrices={full_matrices}"
+            assert (u.shape, vh.shape) == (u_j.shape, vh_j.shape), where
+            np.testing.assert_allclose(s, s_j, rtol=1e-4, atol=1e-5, err_msg=where)
+            k = min(shape[1:])
+            np.testing.assert_allclose((u[..., :k] * s[..., None, :]) @ vh[..., :k, :], a,
+                                       atol=2e-5 * max(shape), err_msg=where)
+
+
 def test_undecidable_shape_comparison_is_our_error():
     """The net under every portable rule: a comparison of symbolic sizes that jax.export
     cannot decide becomes NonPortableLinalgError with the fix, not JAX's raw error. No
