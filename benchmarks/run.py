@@ -6,6 +6,7 @@ interleaved round by round (`benchmarks.harness`), so load on the machine hits a
 Usage:
   python -m benchmarks              # full run (about 5 minutes on 2 cores; machine quiet)
   python -m benchmarks --quick      # about 2 minutes, fewer rounds: for checking, not quoting
+  python -m benchmarks --long       # about 12 minutes, 3x the rounds: steadier ratios
   python -m benchmarks --only forward,gradient --out /tmp/bench
   python -m benchmarks --only conversion --write conversion_focused   # results/NAME.*, not latest.*
   python benchmarks/run.py ...      # the same
@@ -34,6 +35,11 @@ BUDGETS = {
               "savedmodel": (2, 30)},
     "full": {"dispatch": 500, "forward": 100, "gradient": 60, "conversion": 10,
              "savedmodel": (8, 300)},
+    # Three times the full run's rounds: on this 2-core machine a full run's ratios move by up
+    # to ~10-20% between runs of the same code (benchmarks/README.md, Status); more rounds in
+    # one run narrow that.
+    "long": {"dispatch": 1500, "forward": 300, "gradient": 180, "conversion": 30,
+             "savedmodel": (24, 900)},
 }
 
 
@@ -87,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (~2 minutes)")
+    parser.add_argument("--long", action="store_true",
+                        help="three times the full run's rounds (~12 minutes)")
     parser.add_argument("--only", default=",".join(GROUPS),
                         help=f"comma-separated groups among {','.join(GROUPS)}")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
@@ -103,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", args.write):
         parser.error(f"--write takes a file name stem such as conversion_focused, got "
                      f"{args.write!r}.")
-    mode = "quick" if args.quick else "full"
+    if args.quick and args.long:
+        parser.error("--quick and --long exclude each other.")
+    mode = "quick" if args.quick else "long" if args.long else "full"
     start = time.perf_counter()
     sections = []
     for group in groups:
@@ -112,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         print(f"[benchmarks] {group}: {time.perf_counter() - group_start:.0f} s", flush=True)
     command = "python -m benchmarks" + " ".join(
-        [""] + (["--quick"] if args.quick else []) +
+        [""] + (["--quick"] if args.quick else []) + (["--long"] if args.long else []) +
         ([f"--only {','.join(groups)}"] if groups != list(GROUPS) else []) +
         ([f"--write {args.write}"] if args.write != "latest" else []))
     result = assemble(sections, mode, time.perf_counter() - start, command)
