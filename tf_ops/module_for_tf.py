@@ -62,7 +62,11 @@ def inline_composites_as_calls(module: ir.Module) -> int:
 
     Returns the number of composites replaced. Must run inside the module's MLIR context.
     """
-    composites = _composite_ops(module)
+    return _replace_by_calls(_composite_ops(module))
+
+
+def _replace_by_calls(composites: list[ir.Operation]) -> int:
+    """Replaces each composite op by a `func.call` of its decomposition."""
     for op in composites:
         decomposition = ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value
         with ir.InsertionPoint(op), op.location:
@@ -173,14 +177,15 @@ def reserialize(mlir_module_serialized: bytes, target: str, *,
             try:
                 for check in checks:
                     check(module)
-                if written_here and target_tf is None and not _composite_ops(module):
+                composites = _composite_ops(module)
+                if written_here and target_tf is None and not composites:
                     # Nothing below rewrites the module: the write may be known to change
                     # only the header (see known_downgrades).
                     kind = known_downgrades.module_kind(mlir_walk.walk(module.operation))
                     known = known_downgrades.header_only(mlir_module_serialized, target, kind)
                     if known is not None:
                         return known
-                inline_composites_as_calls(module)  # changes the module: the last walk
+                _replace_by_calls(composites)  # changes the module: walks end here
             except (RuntimeError, UnicodeError) as e:
                 # The bindings raise these reading a corrupt name (e.g. a symbol that is not
                 # UTF-8), which MLIR's verifier does not look at.

@@ -28,18 +28,20 @@ def _decided(compare, undecided):
 
 def _svd_2d(a, *, full_matrices, compute_uv):
     m, n = a.shape
-    try:
-        flip = bool(m < n)
-    except jax.errors.InconclusiveDimensionOperation:
+    wide = _decided(lambda: m < n, None)
+    if wide is None:
         return _svd_either_orientation(a, full_matrices=full_matrices,
                                        compute_uv=compute_uv)
-    if flip:
-        a = jnp.conj(a.T)
-        m, n = n, m
-    return _svd_tall(a, full_matrices=full_matrices, compute_uv=compute_uv, flip=flip)
+    if not wide:
+        return _svd_tall(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    out = _svd_tall(jnp.conj(a.T), full_matrices=full_matrices, compute_uv=compute_uv)
+    if not compute_uv:
+        return out
+    s, u, vh = out  # of A^H: A = vh^H diag(s) u^H
+    return s, jnp.conj(vh.T), jnp.conj(u.T)
 
 
-def _svd_tall(a, *, full_matrices, compute_uv, flip=False):
+def _svd_tall(a, *, full_matrices, compute_uv):
     """The SVD of an m x n matrix with m >= n (m may equal n)."""
     m, n = a.shape
     q = u_null = None
@@ -80,8 +82,6 @@ def _svd_tall(a, *, full_matrices, compute_uv, flip=False):
     nan = jnp.array(jnp.nan, u.dtype)
     u = jnp.where(finite, u, nan)
     vh = jnp.where(finite, jnp.conj(v.T), nan)
-    if flip:
-        return s, jnp.conj(vh.T), jnp.conj(u.T)
     return s, u, vh
 
 
