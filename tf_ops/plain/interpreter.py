@@ -17,7 +17,8 @@ from tf_ops.plain.errors import PlainLoweringError, unsupported
 from tf_ops.plain.program import Op, Program, Region
 
 # Element types TF holds but has no arithmetic kernels for: refused wherever they appear.
-_NO_TF_ARITHMETIC = ("f8", "i4", "ui4", "i2", "ui2", "f4", "f6")
+# (f4/f6/f8 followed by "E": "f6" alone would also match "f64".)
+_NO_TF_ARITHMETIC = ("f8E", "i4", "ui4", "i2", "ui2", "f4E", "f6E")
 
 
 def check_program(program: Program) -> None:
