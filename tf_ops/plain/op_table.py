@@ -10,6 +10,7 @@ import dataclasses
 from typing import Callable
 
 from tf_ops.plain import control_flow, elementwise as ew, shapes
+from tf_ops.plain import indexing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +92,11 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.dynamic_pad": Lowering(shapes.dynamic_pad),
     "stablehlo.optimization_barrier": Lowering(shapes.optimization_barrier),
     # indexing: gather, scatter, dynamic slices (indexing.py)
+    "stablehlo.gather": Lowering(indexing.gather),
+    "stablehlo.dynamic_gather": Lowering(indexing.dynamic_gather),
+    "stablehlo.scatter": Lowering(indexing.scatter, indexing.check_scatter),
+    "stablehlo.dynamic_slice": Lowering(indexing.dynamic_slice),
+    "stablehlo.dynamic_update_slice": Lowering(indexing.dynamic_update_slice),
     # reductions (reductions.py)
     # windows: reduce_window, select_and_scatter (windows.py)
     # contractions: dot_general, convolution (contractions.py)
