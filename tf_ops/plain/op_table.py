@@ -11,6 +11,7 @@ from typing import Callable
 
 from tf_ops.plain import control_flow, elementwise as ew, shapes
 from tf_ops.plain import indexing
+from tf_ops.plain import contractions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +101,10 @@ OP_TABLE: dict[str, Lowering] = {
     # reductions (reductions.py)
     # windows: reduce_window, select_and_scatter (windows.py)
     # contractions: dot_general, convolution (contractions.py)
+    "stablehlo.dot_general": Lowering(contractions.dot_general, contractions.check_dot_general),
+    "stablehlo.dot": Lowering(contractions.dot, contractions.check_dot_general),
+    "stablehlo.convolution": Lowering(contractions.convolution,
+                                      contractions.check_convolution),
     # sorting: sort, top_k (sorting.py)
     # random bits, fft, linear algebra (random_bits.py, fft.py, linalg_ops.py)
     # control flow and calls (control_flow.py)
