@@ -293,7 +293,8 @@ def dense_to_numpy(attribute) -> np.ndarray:
     shaped = attribute.type
     shape = tuple(shaped.shape)
     element = str(shaped.element_type)
-    dtype = _ELEMENT_TYPES.get(element)
+    # `index` arrays are attributes only (custom calls' operand/result layouts), never values.
+    dtype = _ELEMENT_TYPES.get(element) or (np.dtype(np.int64) if element == "index" else None)
     if dtype is None:
         raise PlainLoweringError(f"a constant of element type {element} has no numpy type")
     try:
