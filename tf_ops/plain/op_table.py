@@ -10,6 +10,7 @@ import dataclasses
 from typing import Callable
 
 from tf_ops.plain import control_flow, elementwise as ew, shapes
+from tf_ops.plain import reductions
 from tf_ops.plain import indexing
 from tf_ops.plain import contractions
 
@@ -99,6 +100,7 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.dynamic_slice": Lowering(indexing.dynamic_slice),
     "stablehlo.dynamic_update_slice": Lowering(indexing.dynamic_update_slice),
     # reductions (reductions.py)
+    "stablehlo.reduce": Lowering(reductions.reduce, reductions.check_reduce),
     # windows: reduce_window, select_and_scatter (windows.py)
     # contractions: dot_general, convolution (contractions.py)
     "stablehlo.dot_general": Lowering(contractions.dot_general, contractions.check_dot_general),
