@@ -103,6 +103,11 @@ class Context:
                     output.set_shape(result_type.shape)
         return outputs
 
+    def value(self, value_id: int) -> tf.Tensor:
+        """A value visible where the current op runs, e.g. one a comparator captures from
+        around it (lowerings that evaluate a region's ops themselves read captures here)."""
+        return self._scope[value_id]
+
     @staticmethod
     def dims(x: tf.Tensor) -> list:
         """The sizes of `x`'s dimensions: Python ints where static, int32 scalars otherwise."""

@@ -11,6 +11,7 @@ from typing import Callable
 
 from tf_ops.plain import control_flow, elementwise as ew, shapes
 from tf_ops.plain import reductions
+from tf_ops.plain import sorting
 from tf_ops.plain import indexing
 from tf_ops.plain import contractions
 
@@ -108,6 +109,8 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.convolution": Lowering(contractions.convolution,
                                       contractions.check_convolution),
     # sorting: sort, top_k (sorting.py)
+    "stablehlo.sort": Lowering(sorting.sort, sorting.check_sort),
+    "chlo.top_k": Lowering(sorting.top_k, sorting.check_top_k),
     # random bits, fft, linear algebra (random_bits.py, fft.py, linalg_ops.py)
     # control flow and calls (control_flow.py)
     "func.call": Lowering(control_flow.call),
