@@ -14,6 +14,7 @@ from tf_ops.plain import reductions
 from tf_ops.plain import sorting
 from tf_ops.plain import indexing
 from tf_ops.plain import contractions
+from tf_ops.plain import windows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +104,9 @@ OP_TABLE: dict[str, Lowering] = {
     # reductions (reductions.py)
     "stablehlo.reduce": Lowering(reductions.reduce, reductions.check_reduce),
     # windows: reduce_window, select_and_scatter (windows.py)
+    "stablehlo.reduce_window": Lowering(windows.reduce_window, windows.check_reduce_window),
+    "stablehlo.select_and_scatter": Lowering(windows.select_and_scatter,
+                                             windows.check_select_and_scatter),
     # contractions: dot_general, convolution (contractions.py)
     "stablehlo.dot_general": Lowering(contractions.dot_general, contractions.check_dot_general),
     "stablehlo.dot": Lowering(contractions.dot, contractions.check_dot_general),

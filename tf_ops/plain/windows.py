@@ -1,0 +1,394 @@
+"""Windowed ops as TF ops: `reduce_window` (pooling, cumulative sums/products/max/min/logsumexp,
+JAX's select_and_gather_add) and `select_and_scatter` (the max-pool gradient).
+
+Both follow XLA's definition literally, on a windowed view built from strided slices: the
+operand is base-dilated and padded with the init value (negative padding crops), and the
+window position (i, j, ...) reads `padded[i*dil::stride, j*dil::stride, ...]`. reduce_window
+folds the positions in window order, `acc = body(init, x_0); acc = body(acc, x_1); ...`, as
+XLA's CPU backend does, running the body's own elementwise ops (so NaN, integer and total-order
+semantics are the elementwise lowering's); up to `_UNROLLED` positions are unrolled, more run
+in a `tf.while_loop`. Cumulative windows (JAX's cumsum/cumprod/cummax/cummin on CPU: one axis
+with window = its length and padding [n-1, 0]) use `tf.cumsum`/`tf.math.cumprod` when the init
+is the identity and log-step doubling for max/min/and/or; other bodies fold.
+
+select_and_scatter picks, per window, the first position where the select body says "keep"
+no longer holds, skipping padding (XLA never selects a padded element), then adds the source
+into the selected positions with `tensor_scatter_nd_add` on top of the init value. Scatter
+bodies other than add (or `or` on booleans) are refused.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import tensorflow as tf
+
+from tf_ops.plain import dtype_support as ds
+from tf_ops.plain.program import Op, Region, TensorType
+
+# More window positions than this run in a tf.while_loop instead of one slice each.
+_UNROLLED = 64
+
+# Ops a window body may hold: elementwise, so running them on whole tensors instead of
+# scalars computes every window at once.
+_ELEMENTWISE = frozenset("stablehlo." + name for name in (
+    "add subtract multiply divide remainder maximum minimum power atan2 and or xor not "
+    "shift_left shift_right_logical shift_right_arithmetic popcnt count_leading_zeros negate "
+    "abs sign exponential exponential_minus_one log log_plus_one logistic sqrt rsqrt cbrt "
+    "tanh sine cosine tan floor ceil round_nearest_even round_nearest_afz is_finite real imag "
+    "complex compare select clamp convert reduce_precision constant").split())
+
+# Bodies whose fold can be regrouped freely (associative, commutative, idempotent).
+_IDEMPOTENT = frozenset({"stablehlo.maximum", "stablehlo.minimum", "stablehlo.and",
+                         "stablehlo.or"})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Window:
+    """A window's geometry, one entry per operand dimension."""
+    dims: list
+    strides: list
+    base_dilations: list
+    window_dilations: list
+    padding: list  # [[low, high], ...]
+
+    @classmethod
+    def of(cls, op: Op, rank: int) -> "_Window":
+        padding = op.attr("padding")
+        return cls(dims=list(op.attr("window_dimensions")),
+                   strides=list(op.attr("window_strides", None) or [1] * rank),
+                   base_dilations=list(op.attr("base_dilations", None) or [1] * rank),
+                   window_dilations=list(op.attr("window_dilations", None) or [1] * rank),
+                   padding=[[int(lo), int(hi)] for lo, hi in padding] if padding is not None
+                   else [[0, 0]] * rank)
+
+    @property
+    def positions(self) -> int:
+        return int(np.prod(self.dims, dtype=np.int64))
+
+
+# ------------------------------------------------------------------------ bodies
+
+def _body_reason(region: Region) -> str | None:
+    defined = set(region.args)
+    for body_op in region.ops:
+        if body_op.name not in _ELEMENTWISE:
+            return f"its body holds {body_op.name}, which is not elementwise"
+        if any(v not in defined for v in body_op.operands):
+            return "its body uses a value from outside the body"
+        defined.update(body_op.results)
+    return None
+
+
+def _broadened(region: Region, rank: int) -> list[Op]:
+    """The body's ops with results of unknown size at `rank`: the interpreter then checks
+    only the rank of what they build from whole tensors."""
+    ops = []
+    for body_op in region.ops:
+        types = tuple(TensorType((None,) * (0 if body_op.name == "stablehlo.constant" else rank),
+                                 t.element, t.dtype) for t in body_op.result_types)
+        ops.append(dataclasses.replace(body_op, result_types=types))
+    return ops
+
+
+def _run_body(ctx, region: Region, ops: list[Op], values: list[tf.Tensor]) -> list[tf.Tensor]:
+    env = dict(zip(region.args, values))
+    for body_op in ops:
+        outputs = ctx.emit(body_op, [env[v] for v in body_op.operands])
+        env.update(zip(body_op.results, outputs))
+    return [env[v] for v in region.returns]
+
+
+def _single_op(region: Region) -> str | None:
+    """The op name of a body `return op(arg0, arg1)` (either order), else None."""
+    if len(region.ops) != 1 or len(region.args) != 2:
+        return None
+    body_op = region.ops[0]
+    if sorted(body_op.operands) != sorted(region.args) or region.returns != body_op.results:
+        return None
+    return body_op.name
+
+
+# ------------------------------------------------------------------------ windowed view
+
+def _sizes(x: tf.Tensor) -> list:
+    static = x.shape.as_list()
+    if all(d is not None for d in static):
+        return static
+    dynamic = tf.shape(x, out_type=tf.int32)
+    return [d if d is not None else dynamic[i] for i, d in enumerate(static)]
+
+
+def _vector(values) -> list | tf.Tensor:
+    if all(isinstance(v, int) for v in values):
+        return list(values)
+    return tf.stack([tf.cast(v, tf.int32) for v in values])
+
+
+def _interleave(x: tf.Tensor, axis: int, factor: int, fill: tf.Tensor) -> tf.Tensor:
+    """`factor - 1` copies of scalar `fill` between neighbours along `axis`."""
+    sizes = _sizes(x)
+    filler = tf.fill(_vector(sizes[:axis + 1] + [factor - 1] + sizes[axis + 1:]), fill)
+    joined = tf.concat([tf.expand_dims(x, axis + 1), filler], axis=axis + 1)
+    joined = tf.reshape(joined, _vector(sizes[:axis] + [sizes[axis] * factor]
+                                        + sizes[axis + 1:]))
+    keep = sizes[axis] * factor - (factor - 1)
+    keep = max(keep, 0) if isinstance(keep, int) else tf.maximum(keep, 0)
+    begin = [0] * x.shape.rank
+    end = sizes[:axis] + [keep] + sizes[axis + 1:]
+    return tf.strided_slice(joined, begin, _vector(end))
+
+
+def _padded(x: tf.Tensor, fill: tf.Tensor, window: _Window) -> tf.Tensor:
+    """`x` base-dilated and padded with `fill`, as the window sees it."""
+    for axis, factor in enumerate(window.base_dilations):
+        if factor > 1:
+            x = _interleave(x, axis, factor, fill)
+    pads = [[max(lo, 0), max(hi, 0)] for lo, hi in window.padding]
+    if any(v for row in pads for v in row):
+        x = tf.pad(x, pads, constant_values=fill)
+    crops = [(max(-lo, 0), max(-hi, 0)) for lo, hi in window.padding]
+    if any(c for pair in crops for c in pair):
+        sizes = _sizes(x)
+        end = [s - hi for s, (_, hi) in zip(sizes, crops)]
+        end = [max(e, lo) if isinstance(e, int) else tf.maximum(e, lo)
+               for e, (lo, _) in zip(end, crops)]
+        x = tf.strided_slice(x, [lo for lo, _ in crops], _vector(end))
+    return x
+
+
+def _spans(padded: tf.Tensor, window: _Window) -> list:
+    """Per dimension, how far one window position's strided slice reaches."""
+    spans = []
+    for size, w, dil in zip(_sizes(padded), window.dims, window.window_dilations):
+        span = size - (w - 1) * dil
+        spans.append(max(span, 0) if isinstance(span, int) else tf.maximum(span, 0))
+    return spans
+
+
+def _slice_at(padded, offsets, spans, window: _Window, shape=None):
+    """The window position `offsets` (ints or int32 scalars) of every window."""
+    begin = [o * dil for o, dil in zip(offsets, window.window_dilations)]
+    end = [b + s for b, s in zip(begin, spans)]
+    view = tf.strided_slice(padded, _vector(begin), _vector(end), window.strides)
+    if shape is not None:
+        view.set_shape(shape)
+    return view
+
+
+def _offsets(k, window: _Window) -> list:
+    """Window position number `k` (row-major) as per-dimension offsets."""
+    offsets, rest = [], k
+    for w in reversed(window.dims):
+        offsets.append(rest % w)
+        rest = rest // w
+    return offsets[::-1]
+
+
+# ------------------------------------------------------------------------ reduce_window
+
+def check_reduce_window(op: Op) -> str | None:
+    why = _body_reason(op.regions[0])
+    if why:
+        return f"reduce_window: {why}"
+    return None
+
+
+def reduce_window(ctx, op: Op, *inputs):
+    count = len(inputs) // 2
+    xs, inits = list(inputs[:count]), list(inputs[count:])
+    rank = xs[0].shape.rank
+    window = _Window.of(op, rank)
+    region = op.regions[0]
+    body_ops = _broadened(region, rank)
+    if count == 1:
+        cumulative = _cumulative(ctx, op, xs[0], inits[0], window, body_ops)
+        if cumulative is not None:
+            return cumulative
+    padded = [_padded(x, init, window) for x, init in zip(xs, inits)]
+    spans = _spans(padded[0], window)
+
+    def fold(accs, offsets, shape=None):
+        views = [_slice_at(p, offsets, spans, window, shape) for p in padded]
+        return _run_body(ctx, region, body_ops, list(accs) + views)
+
+    first = [_slice_at(p, [0] * rank, spans, window) for p in padded]
+    accs = [tf.fill(tf.shape(v), init) for v, init in zip(first, inits)]
+    accs = _run_body(ctx, region, body_ops, accs + first)
+    if window.positions <= _UNROLLED:
+        for offsets in list(itertools.product(*[range(w) for w in window.dims]))[1:]:
+            accs = fold(accs, list(offsets))
+        return accs
+    shapes = [a.shape for a in accs]
+
+    def body(k, *accs):
+        out = fold(accs, _offsets(k, window), shapes[0])
+        for o, s in zip(out, shapes):
+            o.set_shape(s)
+        return (k + 1, *out)
+
+    results = tf.while_loop(lambda k, *_: k < window.positions, body,
+                            (tf.constant(1), *accs), parallel_iterations=1)
+    return list(results[1:])
+
+
+def _cumulative(ctx, op, x, init, window: _Window, body_ops):
+    """Prefix (or suffix) reductions along one axis without the quadratic fold, or None."""
+    name = _single_op(op.regions[0])
+    if name is None or any(s != 1 for s in window.strides) \
+            or any(d != 1 for d in window.base_dilations + window.window_dilations):
+        return None
+    axes = [a for a, w in enumerate(window.dims) if w != 1]
+    if len(axes) != 1 or any(window.padding[a] != [0, 0] for a in range(len(window.dims))
+                             if a != axes[0]):
+        return None
+    axis = axes[0]
+    n = x.shape[axis]
+    if n is None or window.dims[axis] != n or n < 2:
+        return None
+    reverse = {(n - 1, 0): False, (0, n - 1): True}.get(tuple(window.padding[axis]))
+    if reverse is None:
+        return None
+    body_op = body_ops[0]
+    idempotent = name in _IDEMPOTENT or (x.dtype == tf.bool and
+                                         name in ("stablehlo.add", "stablehlo.multiply"))
+    if idempotent:
+        scanned = _doubling(ctx, body_op, x, axis, n, reverse)
+    elif name in ("stablehlo.add", "stablehlo.multiply") and x.dtype != tf.bool:
+        identity = 0 if name == "stablehlo.add" else 1
+        static = tf.get_static_value(init)
+        if static is None or np.asarray(static).item() != identity:
+            return None  # padded positions would count a non-identity init: fold instead
+        scan = tf.math.cumsum if name == "stablehlo.add" else tf.math.cumprod
+        if x.dtype in ds.UNSIGNED:
+            scanned = ds.via_signed(lambda v: scan(v, axis=axis, reverse=reverse), x.dtype, x)
+        else:
+            scanned = scan(x, axis=axis, reverse=reverse)
+    else:
+        return None
+    # XLA starts every window from init: init (+) prefix, exact for identities and idempotents.
+    return ctx.emit(body_op, [tf.fill(tf.shape(scanned), init), scanned])
+
+
+def _doubling(ctx, body_op, x, axis, n, reverse):
+    """Hillis-Steele scan: after step k each element holds the reduction of 2^k neighbours."""
+    shift = 1
+    while shift < n:
+        head = [slice(None)] * x.shape.rank
+        tail = [slice(None)] * x.shape.rank
+        if not reverse:
+            head[axis], tail[axis] = slice(0, shift), slice(shift, None)
+            earlier = [slice(None)] * x.shape.rank
+            earlier[axis] = slice(0, n - shift)
+            combined = ctx.emit(body_op, [x[tuple(tail)], x[tuple(earlier)]])[0]
+            x = tf.concat([x[tuple(head)], combined], axis=axis)
+        else:
+            head[axis], tail[axis] = slice(0, n - shift), slice(n - shift, None)
+            later = [slice(None)] * x.shape.rank
+            later[axis] = slice(shift, None)
+            combined = ctx.emit(body_op, [x[tuple(head)], x[tuple(later)]])[0]
+            x = tf.concat([combined, x[tuple(tail)]], axis=axis)
+        shift *= 2
+    return x
+
+
+# ------------------------------------------------------------------------ select_and_scatter
+
+def check_select_and_scatter(op: Op) -> str | None:
+    select, scatter = op.regions
+    why = _body_reason(select)
+    if why:
+        return f"select_and_scatter's select: {why}"
+    if any(p < 0 for row in (op.attr("padding") if op.attr("padding") is not None else [])
+           for p in row):
+        return "select_and_scatter with negative padding"
+    name = _single_op(scatter)
+    element = op.result_types[0].element
+    if name == "stablehlo.add" or (name == "stablehlo.or" and element == "i1"):
+        return None
+    return (f"select_and_scatter with a scatter body other than add ({name or 'several ops'}) "
+            f"has no plain-TF lowering")
+
+
+def select_and_scatter(ctx, op: Op, operand, source, init):
+    select_region, scatter_region = op.regions
+    rank = operand.shape.rank
+    window = _Window.of(op, rank)
+    window = dataclasses.replace(window, base_dilations=[1] * rank,
+                                 window_dilations=[1] * rank)
+    select_ops = _broadened(select_region, rank)
+    scatter_op = _broadened(scatter_region, rank)[0]
+    if 0 in op.operand_types[1].shape or window.positions == 0:
+        return ctx.emit(scatter_op, [tf.fill(tf.shape(operand), init),
+                                     tf.zeros(tf.shape(operand), operand.dtype)])[0]
+    padded = _padded(operand, tf.zeros([], operand.dtype), window)
+    valid = _padded(tf.ones(tf.shape(operand), tf.bool), tf.constant(False), window)
+    spans = _spans(padded, window)
+    positions = list(itertools.product(*[range(w) for w in window.dims]))
+    chosen = _slice_at(padded, positions[0], spans, window)
+    chosen_k = tf.zeros(tf.shape(chosen), tf.int32)
+    found = _slice_at(valid, positions[0], spans, window)
+    shape = chosen.shape
+
+    def step(k, offsets, chosen, chosen_k, found):
+        candidate = _slice_at(padded, offsets, spans, window, shape)
+        candidate_valid = _slice_at(valid, offsets, spans, window, shape)
+        keep = _run_body(ctx, select_region, select_ops, [chosen, candidate])[0]
+        take = tf.logical_and(candidate_valid,
+                              tf.logical_or(tf.logical_not(found), tf.logical_not(keep)))
+        chosen = tf.where(take, candidate, chosen)
+        chosen_k = tf.where(take, tf.fill(tf.shape(chosen_k), tf.cast(k, tf.int32)), chosen_k)
+        return chosen, chosen_k, tf.logical_or(found, candidate_valid)
+
+    if window.positions <= _UNROLLED:
+        for k, offsets in enumerate(positions[1:], start=1):
+            chosen, chosen_k, found = step(k, list(offsets), chosen, chosen_k, found)
+    else:
+        def body(k, chosen, chosen_k, found):
+            return (k + 1, *step(k, _offsets(k, window), chosen, chosen_k, found))
+        _, chosen, chosen_k, found = tf.while_loop(
+            lambda k, *_: k < window.positions, body, (tf.constant(1), chosen, chosen_k, found),
+            parallel_iterations=1)
+    return _scatter_selected(ctx, scatter_op, operand, padded, source, init, chosen_k, found,
+                             window)
+
+
+def _scatter_selected(ctx, scatter_op, operand, padded, source, init, chosen_k, found,
+                      window: _Window):
+    """Adds `source` at each window's chosen position of the padded operand, crops, then
+    combines with `init` by the scatter body."""
+    rank = operand.shape.rank
+    offsets = _offsets(chosen_k, window)
+    window_sizes = tf.shape(chosen_k, out_type=tf.int32)
+    coordinates = []
+    for axis in range(rank):
+        along = tf.range(window_sizes[axis]) * window.strides[axis]
+        shape = [1] * rank
+        shape[axis] = -1
+        coordinates.append(tf.reshape(along, shape) + offsets[axis])
+    indices = tf.stack(coordinates, axis=-1)
+    accumulate = source.dtype
+    if accumulate == tf.bool:
+        accumulate = tf.int32
+    elif accumulate in (tf.float16, tf.bfloat16):
+        accumulate = tf.float32
+    elif accumulate in ds.UNSIGNED:
+        accumulate = {tf.uint8: tf.int8, tf.uint16: tf.int16, tf.uint32: tf.int32,
+                      tf.uint64: tf.int64}[accumulate]
+    if source.dtype in ds.UNSIGNED:
+        updates = ds.as_signed(source)
+    else:
+        updates = tf.cast(source, accumulate)
+    updates = tf.where(found, updates, tf.zeros_like(updates))
+    total = tf.tensor_scatter_nd_add(tf.zeros(tf.shape(padded), accumulate), indices, updates)
+    lows = [lo for lo, _ in window.padding]
+    total = tf.strided_slice(total, lows, _vector([lo + s for lo, s in
+                                                  zip(lows, _sizes(operand))]))
+    if source.dtype == tf.bool:
+        total = tf.greater(total, 0)
+    elif source.dtype in ds.UNSIGNED:
+        total = ds.bitcast_back(total, source.dtype)
+    else:
+        total = tf.cast(total, source.dtype)
+    return ctx.emit(scatter_op, [tf.fill(tf.shape(operand), init), total])[0]
