@@ -16,8 +16,9 @@ XLA_OP_PREFIXES = ("Xla", "_Xla")
 def export(f, args, polymorphic_shapes=None):
     specs = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in args]
     if polymorphic_shapes is not None:
-        specs = [jax.ShapeDtypeStruct(jax.export.symbolic_shape(p), s.dtype) if p else s
-                 for p, s in zip(polymorphic_shapes, specs)]
+        scope = jax.export.SymbolicScope()  # one scope: arguments may share a symbol ("b")
+        specs = [jax.ShapeDtypeStruct(jax.export.symbolic_shape(p, scope=scope), s.dtype)
+                 if p else s for p, s in zip(polymorphic_shapes, specs)]
     return jax.export.export(jax.jit(f), platforms=["cpu"])(*specs)
 
 
