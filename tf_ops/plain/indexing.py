@@ -11,6 +11,10 @@ dynamic_update_slice, with StableHLO's (XLA CPU's) index semantics where TF's di
   row-major order) where an element is written twice; TF leaves that winner unspecified, so
   the earlier duplicates are dropped first.
 - scatter max/min propagate NaN as stablehlo.maximum/minimum do; TF's kernels do not.
+- scatter bodies other than replace, add, multiply, max, min (and and/or of booleans), e.g.
+  `x.at[i].apply(f)` or JAX's lexicographic max of complex numbers, run update by update in
+  XLA's order through the body's own lowering (a tf.while_loop: exact, but slow for many
+  updates).
 - index vectors of any integer type: unsigned ones are compared as unsigned (a uint64 start
   past int64's range is out of bounds, clamped to the last slice by gather).
 
@@ -191,7 +195,9 @@ _COMBINERS = {"stablehlo.add": "add", "stablehlo.multiply": "multiply",
 
 def _combiner(op: Op) -> str | None:
     """What the update computation does: "replace" (returns the update), "keep" (returns the
-    old value), or one of _COMBINERS' values; None for any other body."""
+    old value), or one of _COMBINERS' values; None for any other body, which runs update by
+    update (`_scatter_in_order`; its ops are checked as the program's nested ops, so e.g. a
+    maximum of complex numbers is refused there)."""
     region = op.regions[0]
     n = len(op.results)
     olds, news = region.args[:n], region.args[n:]
@@ -205,19 +211,6 @@ def _combiner(op: Op) -> str | None:
     if (body.name in _COMBINERS and sorted(body.operands) == sorted(region.args)
             and region.returns == body.results):
         return _COMBINERS[body.name]
-    return None
-
-
-def check_scatter(op: Op) -> str | None:
-    kind = _combiner(op)
-    if kind is None:
-        return ("its update computation is none of replace, add, multiply, maximum, minimum, "
-                "and, or (a general body has no TF scatter op)")
-    element = op.operand_types[0].element
-    if kind in ("max", "min") and element.startswith("complex"):
-        return "max/min of complex numbers (lexicographic in XLA) has no TF scatter op"
-    if kind in ("and", "or") and element != "i1":
-        return "bitwise and/or of integers has no TF scatter op"
     return None
 
 
@@ -235,12 +228,12 @@ def scatter(ctx, op: Op, *inputs):
     if kind == "replace" and not op.attr("unique_indices", False):
         last = _last_of_duplicates(points, tf.shape(operands[0], out_type=_I64))
         points, positions = tf.gather(points, last), tf.gather(positions, last)
-    results = []
-    for operand, update in zip(operands, updates):
-        values = tf.gather(_flat_updates(update, dn), positions)
-        result = _combine(kind, operand, points, values)
-        results.append(tf.reshape(result, []) if scalar else result)
-    return results
+    values = [tf.gather(_flat_updates(update, dn), positions) for update in updates]
+    if kind is None or (kind in ("and", "or") and operands[0].dtype != tf.bool):
+        results = _scatter_in_order(ctx, op.regions[0], operands, points, values)
+    else:
+        results = [_combine(kind, x, points, v) for x, v in zip(operands, values)]
+    return [tf.reshape(x, []) for x in results] if scalar else results
 
 
 def _updates_scatter_major(update, dn: dict):
@@ -298,10 +291,15 @@ def _scatter_points(operand, indices, update, dn: dict, scalar: bool):
     return tf.gather(points, positions), positions
 
 
+def _linear(points, dims):
+    """Row-major positions of the operand indices `points` ([K, rank] -> [K])."""
+    strides = tf.math.cumprod(dims, exclusive=True, reverse=True)
+    return tf.reduce_sum(points * strides, axis=1)
+
+
 def _last_of_duplicates(points, dims):
     """Which rows of `points` (in application order) are the last to write their element."""
-    strides = tf.math.cumprod(dims, exclusive=True, reverse=True)
-    linear = tf.reduce_sum(points * strides, axis=1)
+    linear = _linear(points, dims)
     order = tf.argsort(linear, stable=True)
     ordered = tf.gather(linear, order)
     is_last = tf.concat([tf.not_equal(ordered[1:], ordered[:-1]), tf.fill([tf.minimum(
@@ -329,8 +327,7 @@ def _scatter_multiply(operand, points, values):
     """No TF scatter multiplies: the updates of each element are multiplied together
     (unsorted_segment_prod), then into the element."""
     dims = tf.shape(operand, out_type=_I64)
-    strides = tf.math.cumprod(dims, exclusive=True, reverse=True)
-    linear = tf.reduce_sum(points * strides, axis=1)
+    linear = _linear(points, dims)
     targets, segment = tf.unique(linear, out_idx=_I64)
     product = tf.math.unsorted_segment_prod(values, segment, tf.size(targets, out_type=_I64))
     flat = tf.reshape(operand, [-1])
@@ -354,3 +351,24 @@ def _scatter_extreme(operand, points, values, is_max: bool):
                                        tf.cast(nan_values, tf.int8)) > 0
     nan = tf.constant(np.nan, operand.dtype)
     return tf.where(tf.logical_or(nan_operand, nan_hit), nan, result)
+
+
+def _scatter_in_order(ctx, region, operands, points, values):
+    """Any update computation (e.g. `x.at[i].apply(f)`, bitwise and/or of integers): one
+    update element at a time, in XLA's order, through the body's own lowering."""
+    dims = tf.shape(operands[0], out_type=_I64)
+    linear = _linear(points, dims)
+    count = tf.size(linear, out_type=_I64)
+
+    def body(k, *flats):
+        target = tf.reshape(linear[k], [1, 1])
+        olds = [tf.reshape(tf.gather_nd(f, target), []) for f in flats]
+        news = [v[k] for v in values]
+        combined = ctx.region(region, olds + news)
+        return (k + 1,) + tuple(tf.tensor_scatter_nd_update(f, target, tf.reshape(c, [1]))
+                                for f, c in zip(flats, combined))
+
+    flats = [tf.reshape(x, [-1]) for x in operands]
+    _, *flats = tf.while_loop(lambda k, *_: k < count, body,
+                              [tf.constant(0, _I64)] + flats, parallel_iterations=1)
+    return [tf.reshape(f, dims) for f in flats]

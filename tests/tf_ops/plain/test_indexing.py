@@ -125,13 +125,18 @@ def test_symbolic_batch():
         x, i, polymorphic_shapes=["b, 3", None])
 
 
-def test_general_scatter_body_is_refused():
-    x = np.zeros(4, np.float32)
-    i = np.array([[1]], np.int32)
-    dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
-                                     scatter_dims_to_operand_dims=(0,))
-    with pytest.raises(plain.PlainLoweringError, match="update computation"):
-        lowered(lambda x, i: lax.scatter_apply(x, i, jnp.sin, dn, update_shape=(1,)), [x, i])
-    c = np.zeros(4, np.complex64)
-    with pytest.raises(plain.PlainLoweringError, match="complex"):
-        lowered(lambda c, i: c.at[i[:, 0]].max(1j), [c, i])
+def test_general_scatter_body_runs_in_order():
+    """A body that is no TF scatter (x.at[i].apply(f)) runs update by update, duplicates
+    included, in XLA's order."""
+    x = np.arange(5, dtype=np.int32)
+    i = np.array([1, 3, 1, 9, 1], np.int32)
+    assert_lowers_like_jax(lambda x, i: (x.at[i].apply(lambda v: v * 3 - 1),
+                                         x.astype(np.float32).at[i].apply(jnp.sin)),
+                           x, i, polymorphic_shapes=["b", None])
+
+
+def test_complex_scatter_max_runs_jax_s_lexicographic_body():
+    c = np.array([1 + 1j, 2 - 1j, 0, 3j], np.complex64)
+    i = np.array([1, 1, 2], np.int32)
+    u = np.array([2 + 1j, 2 - 3j, -1j], np.complex64)
+    assert_lowers_like_jax(lambda c, i, u: (c.at[i].max(u), c.at[i].min(u)), c, i, u)
