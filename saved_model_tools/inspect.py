@@ -303,8 +303,8 @@ def graph_op_types(graph_def) -> tuple[tuple[str, ...], tuple[str, ...]]:
         >>> from saved_model_tools.demo_saved_model import small_saved_model
         >>> from saved_model_tools.inspect_proto import read_saved_model_proto
         >>> proto = read_saved_model_proto(small_saved_model())
-        >>> graph_op_types(proto.meta_graphs[0].graph_def)[1]
-        ('XlaCallModule',)
+        >>> graph_op_types(proto.meta_graphs[0].graph_def)[1]  # saved with jit_compile=True
+        ('XlaCallModule', '_XlaMustCompile attribute')
     """
     nodes = list(graph_def.node)
     needs_xla = set()
