@@ -122,3 +122,17 @@ module @m {
     got = plain.run_program(program, [tf.constant(x)])
     for g, w in zip(got, jax.lax.top_k(x, 3)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_top_k_takes_jax_composite_form():
+    """sorting.top_k on JAX's `stablehlo.composite "chlo.top_k"` (k in its attributes) equals
+    JAX, for a composite lowering that dispatches to it instead of the full sort."""
+    from tests.tf_ops.plain.lowering_check import export
+    from tf_ops.plain import sorting
+    x = SPECIAL[:, :8]
+    program = plain.read_program(export(lambda x: jax.lax.top_k(x, 5), [x]).mlir_module())
+    composite, = [op for op in program.functions["main"].body.ops
+                  if op.name == "stablehlo.composite"]
+    got = sorting.top_k(None, composite, tf.constant(x))
+    for g, w in zip(got, jax.lax.top_k(x, 5)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
