@@ -1,20 +1,22 @@
 """Windowed ops as TF ops: `reduce_window` (pooling, cumulative sums/products/max/min/logsumexp,
 JAX's select_and_gather_add) and `select_and_scatter` (the max-pool gradient).
 
-Both follow XLA's definition literally, on a windowed view built from strided slices: the
-operand is base-dilated and padded with the init value (negative padding crops), and the
-window position (i, j, ...) reads `padded[i*dil::stride, j*dil::stride, ...]`. reduce_window
-folds the positions in window order, `acc = body(init, x_0); acc = body(acc, x_1); ...`, as
-XLA's CPU backend does, running the body's own elementwise ops (so NaN, integer and total-order
-semantics are the elementwise lowering's); up to `_UNROLLED` positions are unrolled, more run
-in a `tf.while_loop`. Cumulative windows (JAX's cumsum/cumprod/cummax/cummin on CPU: one axis
-with window = its length and padding [n-1, 0]) use `tf.cumsum`/`tf.math.cumprod` when the init
-is the identity and log-step doubling for max/min/and/or; other bodies fold.
+Both work on a windowed view built from strided slices: the operand is base-dilated and padded
+(negative padding crops), and window position (i, j, ...) reads
+`padded[i*dil::stride, j*dil::stride, ...]`. reduce_window folds the positions in window order,
+`acc = init; acc = body(acc, x_0); acc = body(acc, x_1); ...`, as XLA's CPU backend does, and
+like it skips positions in the padding or in base-dilation holes (the init counts once per
+window: with a non-identity init this differs from reducing init-valued padding, and JAX on CPU
+gives the former). The body's own elementwise ops run on whole tensors, so NaN, integer and
+total-order semantics are the elementwise lowering's. Up to `_UNROLLED` positions are unrolled;
+more run in a `tf.while_loop`. Cumulative windows (JAX's cumsum/cumprod/cummax/cummin on CPU:
+one axis with window = its length and padding [n-1, 0] or [0, n-1]) use `tf.cumsum` /
+`tf.math.cumprod`, or log-step doubling for max/min/and/or, then combine with the init once.
 
-select_and_scatter picks, per window, the first position where the select body says "keep"
-no longer holds, skipping padding (XLA never selects a padded element), then adds the source
-into the selected positions with `tensor_scatter_nd_add` on top of the init value. Scatter
-bodies other than add (or `or` on booleans) are refused.
+select_and_scatter picks, per window, the first position in window order and then moves on
+whenever the select body says "keep" no longer holds (GE: the first maximum), never selecting
+padding, then adds the source into the selected positions with `tensor_scatter_nd_add` and
+combines with the init value. Scatter bodies other than add (`or` on booleans) are refused.
 """
 from __future__ import annotations
 
@@ -202,20 +204,37 @@ def reduce_window(ctx, op: Op, *inputs):
     window = _Window.of(op, rank)
     region = op.regions[0]
     body_ops = _broadened(region, rank)
+    narrow = xs[0].dtype in (tf.float16, tf.bfloat16)
+    if count == 1 and narrow and _single_op(region) in ("stablehlo.add", "stablehlo.multiply"):
+        # XLA's CPU backend sums and multiplies f16/bf16 windows in float32, rounding once.
+        wide = reduce_window(ctx, op, tf.cast(xs[0], tf.float32), tf.cast(inits[0], tf.float32))
+        return [tf.cast(wide[0], xs[0].dtype)]
     if count == 1:
         cumulative = _cumulative(ctx, op, xs[0], inits[0], window, body_ops)
         if cumulative is not None:
             return cumulative
     padded = [_padded(x, init, window) for x, init in zip(xs, inits)]
     spans = _spans(padded[0], window)
+    # XLA's CPU backend reduces only the operand's own elements (padding and base-dilation
+    # holes are skipped, so the init counts once): where that differs from reducing the init
+    # there too (a non-identity init), positions outside the operand leave the fold unchanged.
+    holes = any(lo > 0 or hi > 0 for lo, hi in window.padding) or \
+        any(b > 1 for b in window.base_dilations)
+    valid = None
+    if holes and not (count == 1 and _is_identity(_single_op(region), inits[0])):
+        valid = _padded(tf.ones(tf.shape(xs[0]), tf.bool), tf.constant(False), window)
 
     def fold(accs, offsets, shape=None):
         views = [_slice_at(p, offsets, spans, window, shape) for p in padded]
-        return _run_body(ctx, region, body_ops, list(accs) + views)
+        folded = _run_body(ctx, region, body_ops, list(accs) + views)
+        if valid is None:
+            return folded
+        inside = _slice_at(valid, offsets, spans, window, shape)
+        return [tf.where(inside, new, old) for new, old in zip(folded, accs)]
 
-    first = [_slice_at(p, [0] * rank, spans, window) for p in padded]
-    accs = [tf.fill(tf.shape(v), init) for v, init in zip(first, inits)]
-    accs = _run_body(ctx, region, body_ops, accs + first)
+    first = _slice_at(padded[0], [0] * rank, spans, window)
+    accs = [tf.fill(tf.shape(first), init) for init in inits]
+    accs = fold(accs, [0] * rank)
     if window.positions <= _UNROLLED:
         for offsets in list(itertools.product(*[range(w) for w in window.dims]))[1:]:
             accs = fold(accs, list(offsets))
@@ -231,6 +250,30 @@ def reduce_window(ctx, op: Op, *inputs):
     results = tf.while_loop(lambda k, *_: k < window.positions, body,
                             (tf.constant(1), *accs), parallel_iterations=1)
     return list(results[1:])
+
+
+def _is_identity(name: str | None, init: tf.Tensor) -> bool:
+    """Whether `init` is statically the identity of the single-op body `name`, so that
+    reducing it over padding changes nothing."""
+    value = tf.get_static_value(init)
+    if value is None or name is None:
+        return False
+    value = np.asarray(value)
+    dtype = init.dtype
+    if name in ("stablehlo.add", "stablehlo.or"):
+        return not value.any()  # 0.0 and -0.0 alike: the fold starts from init either way
+    if name == "stablehlo.multiply":
+        return bool(value == 1)
+    if name == "stablehlo.and":
+        return bool(value) if dtype == tf.bool else bool(np.all(~value == 0))
+    if name in ("stablehlo.maximum", "stablehlo.minimum"):
+        if dtype == tf.bool:
+            return bool(value) == (name == "stablehlo.minimum")
+        if dtype.is_floating:
+            return bool(value == (-np.inf if name == "stablehlo.maximum" else np.inf))
+        if dtype.is_integer:
+            return int(value) == (dtype.min if name == "stablehlo.maximum" else dtype.max)
+    return False
 
 
 def _cumulative(ctx, op, x, init, window: _Window, body_ops):
@@ -256,10 +299,6 @@ def _cumulative(ctx, op, x, init, window: _Window, body_ops):
     if idempotent:
         scanned = _doubling(ctx, body_op, x, axis, n, reverse)
     elif name in ("stablehlo.add", "stablehlo.multiply") and x.dtype != tf.bool:
-        identity = 0 if name == "stablehlo.add" else 1
-        static = tf.get_static_value(init)
-        if static is None or np.asarray(static).item() != identity:
-            return None  # padded positions would count a non-identity init: fold instead
         scan = tf.math.cumsum if name == "stablehlo.add" else tf.math.cumprod
         if x.dtype in ds.UNSIGNED:
             scanned = ds.via_signed(lambda v: scan(v, axis=axis, reverse=reverse), x.dtype, x)
@@ -267,7 +306,7 @@ def _cumulative(ctx, op, x, init, window: _Window, body_ops):
             scanned = scan(x, axis=axis, reverse=reverse)
     else:
         return None
-    # XLA starts every window from init: init (+) prefix, exact for identities and idempotents.
+    # XLA starts every window from init and skips the padding: init (+) prefix.
     return ctx.emit(body_op, [tf.fill(tf.shape(scanned), init), scanned])
 
 
