@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, lowered
+from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, export, lowered
 from tf_ops import plain
+from tf_ops.plain import sorting
 
 RNG = np.random.RandomState(0)
 SPECIAL = np.array([[np.nan, 1.0, -0.0, 0.0, -np.inf, 1.0, -np.nan, np.inf, -1.0, 0.0],
@@ -127,8 +128,6 @@ module @m {
 def test_top_k_takes_jax_composite_form():
     """sorting.top_k on JAX's `stablehlo.composite "chlo.top_k"` (k in its attributes) equals
     JAX, for a composite lowering that dispatches to it instead of the full sort."""
-    from tests.tf_ops.plain.lowering_check import export
-    from tf_ops.plain import sorting
     x = SPECIAL[:, :8]
     program = plain.read_program(export(lambda x: jax.lax.top_k(x, 5), [x]).mlir_module())
     composite, = [op for op in program.functions["main"].body.ops
