@@ -111,16 +111,25 @@ def _gather(operand, indices, dn: dict, slice_sizes: list):
     dims = tf.shape(operand, out_type=_I64)
     sizes = [_int64(s) for s in slice_sizes]
 
-    # A dimension no index moves has its window at 0: slice it, then gather_nd takes it whole.
+    # A dimension no index moves has its window at 0: slice it, then the gather takes it whole.
     static = operand.shape.as_list()
     if any(not (isinstance(slice_sizes[d], int) and slice_sizes[d] == static[d]) for d in rest):
         size = tf.stack([tf.constant(-1, _I64) if d in indexed else sizes[d]
                          for d in range(rank)])
         operand = tf.slice(operand, tf.zeros([rank], _I64), size)
+
+    if len(indexed) == 1 and not batching and indexed[0] in collapsed:
+        # One index picks one element of one axis (x[i], x[:, i], emb[tokens]): tf.gather on
+        # that axis, with no transpose of the operand. Axes: rest before d, batch, rest after.
+        d = indexed[0]
+        out = tf.gather(operand, _clamped(indices[..., 0], dims[d] - 1), axis=d)
+        rest_axes = [a if a < d else a + n_batch - 1 for a in rest]
+        return _arrange(out, list(range(d, d + n_batch)), dict(zip(rest, rest_axes)),
+                        collapsed, dn["offset_dims"])
+
     order = indexed + rest
     if order != list(range(rank)):
         operand = tf.transpose(operand, order)
-
     # One index vector per (batch position, window offset of the indexed dimensions).
     windowed = [d for d in indexed if d not in batching and d not in collapsed]
     n_window = len(windowed)
@@ -142,24 +151,27 @@ def _gather(operand, indices, dn: dict, slice_sizes: list):
     grid = tf.stack(components, -1) if components else \
         tf.zeros(tf.concat([grid_shape, [0]], 0), _I64)
     out = tf.gather_nd(operand, grid)  # [batch..., windowed..., rest...]
+    axes = {d: n_batch + i for i, d in enumerate(windowed + rest)}
+    return _arrange(out, list(range(n_batch)), axes, collapsed, dn["offset_dims"])
 
-    kept_rest = [d for d in rest if d not in collapsed]
-    if len(kept_rest) != len(rest):
-        out_shape = tf.shape(out, out_type=_I64)
-        keep = list(range(n_batch + n_window)) + [n_batch + n_window + i
-                                                  for i, d in enumerate(rest)
-                                                  if d not in collapsed]
-        out = tf.reshape(out, tf.gather(out_shape, keep))
-    axis_of = {d: n_batch + i for i, d in enumerate(windowed + kept_rest)}
+
+def _arrange(out, batch_axes: list, axis_of: dict, collapsed: set, offset_dims):
+    """A gather's result from `out`, whose axes are `batch_axes` (the batch dimensions, in
+    order) and `axis_of[d]` for each operand dimension d whose window it holds; collapsed
+    dimensions among those (size 1) are dropped, the rest become the result's offset dims."""
+    dropped = sorted(a for d, a in axis_of.items() if d in collapsed)
+    if dropped:
+        keep = [a for a in range(out.shape.rank) if a not in dropped]
+        out = tf.reshape(out, tf.gather(tf.shape(out, out_type=_I64), keep))
+        renumber = {a: i for i, a in enumerate(keep)}
+        batch_axes = [renumber[a] for a in batch_axes]
+        axis_of = {d: renumber[a] for d, a in axis_of.items() if d not in collapsed}
     window_dims = sorted(axis_of)  # the result's offset dims follow operand order
-    offset_dims = list(dn["offset_dims"])
-    perm, batch = [], 0
-    for p in range(n_batch + len(window_dims)):
-        if p in offset_dims:
-            perm.append(axis_of[window_dims[offset_dims.index(p)]])
-        else:
-            perm.append(batch)
-            batch += 1
+    offset_dims = list(offset_dims)
+    perm, batch = [], iter(batch_axes)
+    for p in range(len(batch_axes) + len(window_dims)):
+        perm.append(axis_of[window_dims[offset_dims.index(p)]] if p in offset_dims
+                    else next(batch))
     return tf.transpose(out, perm) if perm != list(range(len(perm))) else out
 
 
