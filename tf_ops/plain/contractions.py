@@ -15,18 +15,21 @@ and strides go to TF's op. One spatial dimension (or none) runs as 2-D with unit
 Feature groups: depthwise (one input feature per group) as DepthwiseConv2dNative (2-D), else one
 convolution per group, concatenated (TF's grouped Conv2D exists only with oneDNN or on GPU).
 Batch groups: one convolution per group of the batch, concatenated along the output features,
-as the StableHLO spec defines them. Complex convolutions run as four real ones; integer and
-boolean convolutions are refused (TF has no exact kernels for them).
+as the StableHLO spec defines them. Complex convolutions run as four real ones. Integer
+convolutions (TF's portable kernels have none) run as an integer matmul of the input's patches,
+wrapping like XLA; boolean ones are refused.
 """
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 
 import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain.program import Op
+from tf_ops.plain.windows import interleave
 
 
 def _dtype(op: Op) -> tf.DType:
@@ -136,14 +139,9 @@ def _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, result: tf.
 # ------------------------------------------------------------------------ convolution
 
 def check_convolution(op: Op) -> str | None:
-    element = op.result_types[0].element
-    dtype = tf.as_dtype(op.result_types[0].dtype) if op.result_types[0].dtype else None
-    if dtype not in ds.FLOATS + ds.COMPLEX:
-        return (f"TF has no exact convolution kernel for {element} (only floating point and "
-                f"complex convolutions lower)")
-    for t in op.operand_types:
-        if t.dtype is None or tf.as_dtype(t.dtype) not in ds.FLOATS + ds.COMPLEX:
-            return f"TF has no convolution kernel for operands of element type {t.element}"
+    for t in op.operand_types + op.result_types:
+        if t.dtype is None or tf.as_dtype(t.dtype) not in ds.FLOATS + ds.COMPLEX + ds.INTEGERS:
+            return f"no exact TF convolution for element type {t.element}"
     spatial = len(op.attr("dimension_numbers")["input_spatial_dimensions"])
     if spatial > 3:
         return f"{spatial} spatial dimensions (TF convolves at most 3)"
@@ -177,6 +175,13 @@ def convolution(ctx, op: Op, lhs, rhs):
         batch_groups=op.attr("batch_group_count", 1))
     if result in ds.COMPLEX:
         y = _complex_conv(lhs, rhs, attrs, result)
+    elif result in ds.INTEGERS:
+        # TF's integer Conv2D is oneDNN-only and Conv3D has none: patches times an int
+        # matmul, whose wrapped sums have the result's bits (as for dot_general).
+        compute = _matmul_type(result)
+        y = _conv_nhwc(_to_matmul_type(lhs, result, compute),
+                       _to_matmul_type(rhs, result, compute), attrs)
+        y = _from_matmul_type(y, result)
     else:
         compute = ds.float_compute_type(result)
         y = _conv_nhwc(tf.cast(lhs, compute), tf.cast(rhs, compute), attrs)
@@ -232,7 +237,8 @@ def _conv_nhwc(x, k, attrs):
     groups = attrs["feature_groups"]
     if groups == 1:
         y = _tf_conv(x, k, strides, dilations)
-    elif k.shape[-2] == 1 and len(strides) == 2 and x.shape[-1] == groups:
+    elif k.shape[-2] == 1 and len(strides) == 2 and x.shape[-1] == groups \
+            and x.dtype.is_floating:
         # Depthwise: XLA's output feature g*M + m is TF's channel g, multiplier m.
         sizes = _dims(k)
         k = _reshape(k, sizes[:2] + [groups, sizes[-1] // groups])
@@ -253,6 +259,8 @@ def _tf_conv(x, k, strides, dilations, depthwise=False):
     float32 kernels do), depthwise strides must be equal. What a kernel lacks is done around
     it: dilation by space-to-batch (as tf.nn.convolution does), strides by subsampling."""
     n = len(strides)
+    if x.dtype.is_integer:
+        return _patch_conv(x, k, strides, dilations)
     if n == 2 and not depthwise:
         return tf.raw_ops.Conv2D(input=x, filter=k, strides=[1, *strides, 1], padding="VALID",
                                  dilations=[1, *dilations, 1])
@@ -276,6 +284,31 @@ def _tf_conv(x, k, strides, dilations, depthwise=False):
     return y
 
 
+def _patch_conv(x, k, strides, dilations):
+    """A VALID convolution as one matmul of the input's patches (one strided slice per kernel
+    position, in the kernel's row-major order) with the kernel as [positions * in, out]."""
+    n = len(strides)
+    sizes = _dims(x)
+    kernel = k.shape.as_list()[:n]
+    spans = []
+    for size, extent, dilation in zip(sizes[1:-1], kernel, dilations):
+        span = size - (extent - 1) * dilation
+        spans.append(max(span, 0) if isinstance(span, int) else tf.maximum(span, 0))
+    views = []
+    for position in itertools.product(*[range(extent) for extent in kernel]):
+        begin = [0] + [p * d for p, d in zip(position, dilations)] + [0]
+        end = [sizes[0]] + [b + s for b, s in zip(begin[1:-1], spans)] + [sizes[-1]]
+        end = end if all(isinstance(e, int) for e in end) else \
+            tf.stack([tf.cast(e, tf.int32) for e in end])
+        views.append(tf.strided_slice(x, begin, end, [1, *strides, 1]))
+    patches = tf.stack(views, axis=-2)
+    out = _dims(views[0])[:-1]
+    features = len(views) * sizes[-1]
+    y = tf.linalg.matmul(_reshape(patches, [_product(out), features]),
+                         _reshape(k, [features, k.shape[-1]]))
+    return _reshape(y, out + [k.shape[-1]])
+
+
 def _dilate_zeros(x, dilation):
     """`dilation - 1` zeros between neighbours along each spatial dimension."""
     for d, factor in enumerate(dilation, start=1):
@@ -283,28 +316,6 @@ def _dilate_zeros(x, dilation):
             continue
         x = interleave(x, d, factor, tf.zeros([], x.dtype))
     return x
-
-
-def interleave(x, axis: int, factor: int, fill) -> tf.Tensor:
-    """`factor - 1` copies of scalar `fill` between neighbours along `axis`."""
-    sizes = _dims(x)
-    size = sizes[axis]
-    expanded = tf.expand_dims(x, axis + 1)
-    filler_shape = sizes[:axis + 1] + [factor - 1] + sizes[axis + 1:]
-    if all(isinstance(s, int) for s in filler_shape):
-        filler = tf.fill(filler_shape, tf.cast(fill, x.dtype))
-    else:
-        filler = tf.fill(tf.stack([tf.cast(s, tf.int32) for s in filler_shape]),
-                         tf.cast(fill, x.dtype))
-    joined = tf.concat([expanded, filler], axis=axis + 1)
-    joined = _reshape(joined, sizes[:axis] + [size * factor] + sizes[axis + 1:])
-    keep = tf.maximum(size * factor - (factor - 1), 0) if not isinstance(size, int) \
-        else max(size * factor - (factor - 1), 0)
-    begin = [0] * x.shape.rank
-    end_sizes = _dims(joined)
-    end_sizes[axis] = keep
-    return tf.slice(joined, begin, tf.stack([tf.cast(s, tf.int32) for s in end_sizes])
-                    if not all(isinstance(s, int) for s in end_sizes) else end_sizes)
 
 
 def _pad_or_crop(x, padding):

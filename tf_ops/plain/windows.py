@@ -128,7 +128,7 @@ def _vector(values) -> list | tf.Tensor:
     return tf.stack([tf.cast(v, tf.int32) for v in values])
 
 
-def _interleave(x: tf.Tensor, axis: int, factor: int, fill: tf.Tensor) -> tf.Tensor:
+def interleave(x: tf.Tensor, axis: int, factor: int, fill: tf.Tensor) -> tf.Tensor:
     """`factor - 1` copies of scalar `fill` between neighbours along `axis`."""
     sizes = _sizes(x)
     filler = tf.fill(_vector(sizes[:axis + 1] + [factor - 1] + sizes[axis + 1:]), fill)
@@ -146,7 +146,7 @@ def _padded(x: tf.Tensor, fill: tf.Tensor, window: _Window) -> tf.Tensor:
     """`x` base-dilated and padded with `fill`, as the window sees it."""
     for axis, factor in enumerate(window.base_dilations):
         if factor > 1:
-            x = _interleave(x, axis, factor, fill)
+            x = interleave(x, axis, factor, fill)
     pads = [[max(lo, 0), max(hi, 0)] for lo, hi in window.padding]
     if any(v for row in pads for v in row):
         x = tf.pad(x, pads, constant_values=fill)

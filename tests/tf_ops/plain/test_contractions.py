@@ -119,8 +119,18 @@ def test_complex_and_narrow_float_convs():
                                _normal(2, 2, 2, 3, dtype=dtype), rtol=1e-2, atol=1e-2)
 
 
-def test_integer_convolution_is_refused_naming_the_op():
-    x, k = np.ones((1, 4, 4, 1), np.int32), np.ones((2, 2, 1, 1), np.int32)
-    with pytest.raises(plain.PlainLoweringError, match=r"stablehlo.convolution.*i32"):
+def test_integer_convolutions_wrap_like_xla():
+    x = RNG.integers(-128, 127, (2, 6, 5, 4), dtype=np.int8)
+    k = RNG.integers(-128, 127, (3, 2, 2, 6), dtype=np.int8)
+    conv = _conv(("NHWC", "HWIO", "NHWC"), window_strides=(2, 1), padding="SAME",
+                 rhs_dilation=(1, 2), feature_group_count=2)
+    assert_lowers_like_jax(lambda x, k: (conv(x, k), conv(x.astype(jnp.int32),
+                                                          k.astype(jnp.int32))),
+                           x, k, polymorphic_shapes=["b, 6, 5, 4", None])
+
+
+def test_boolean_convolution_is_refused_naming_the_op():
+    x, k = np.ones((1, 4, 4, 1), bool), np.ones((2, 2, 1, 1), bool)
+    with pytest.raises(plain.PlainLoweringError, match=r"stablehlo.convolution.*i1"):
         lowered(_conv(("NHWC", "HWIO", "NHWC"), window_strides=(1, 1), padding="VALID"),
                 [x, k])
