@@ -244,7 +244,8 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
                               jit_compile, tuple(polymorphic_constraints), stablehlo_version,
                               linalg, target.version, enable_xla)
 
-    with steps.phase("trace and export every signature (JAX -> StableHLO -> XlaCallModule)"):
+    with steps.phase(f"trace and export every signature (JAX -> StableHLO -> "
+                     f"{'XlaCallModule' if enable_xla else 'plain TF ops'})"):
         params_tree, flat_variables = tf_variables.to_variables(params, trainable)
         root = _ModelRoot()
         root.params = params_tree
