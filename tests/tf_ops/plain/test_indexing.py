@@ -1,6 +1,6 @@
 """Indexing in the plain lowering: gather clamps, scatter drops whole windows out of range,
 dynamic slices clamp; general dimension numbers, batching dimensions (vmap), index types,
-duplicates, NaN in scatter max/min, symbolic batches; refusals for what TF cannot do."""
+duplicates, NaN in scatter max/min, symbolic batches, scatter bodies TF has no op for."""
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, lowered
-from tf_ops import plain
+from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax
 
 X = np.arange(15, dtype=np.float32).reshape(5, 3) - 4
 # In range, negative (wrapped by jnp), past the end and past -n: gather clamps the last two.
