@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain.program import Op
-from tf_ops.plain.windows import interleave
+from tf_ops.plain.windows import dilate_and_pad, static_or_unstacked
 
 
 def _dtype(op: Op) -> tf.DType:
@@ -149,6 +149,20 @@ def check_convolution(op: Op) -> str | None:
 
 
 def convolution(ctx, op: Op, lhs, rhs):
+    n = len(op.attr("dimension_numbers")["input_spatial_dimensions"])
+    padding = op.attr("padding")
+    padding = [[int(lo), int(hi)] for lo, hi in padding] if padding is not None \
+        else [[0, 0]] * n
+    return _convolution(op, lhs, rhs, padding)
+
+
+def dynamic_conv(ctx, op: Op, lhs, rhs, padding):
+    """A convolution whose padding ([spatial, 2] ints) is computed at run time (JAX writes it
+    for SAME padding of symbolic sizes)."""
+    return _convolution(op, lhs, rhs, [static_or_unstacked(row) for row in tf.unstack(padding)])
+
+
+def _convolution(op: Op, lhs, rhs, padding):
     numbers = op.attr("dimension_numbers")
     result = _dtype(op)
     result_type = op.result_types[0]
@@ -166,8 +180,7 @@ def convolution(ctx, op: Op, lhs, rhs):
         return _zeros_result(lhs, rhs, result_type, out_perm)
     attrs = dict(
         strides=list(op.attr("window_strides", None) or [1] * n),
-        padding=[list(map(int, p)) for p in
-                 (op.attr("padding") if op.attr("padding") is not None else [[0, 0]] * n)],
+        padding=padding,
         lhs_dilation=list(op.attr("lhs_dilation", None) or [1] * n),
         rhs_dilation=list(op.attr("rhs_dilation", None) or [1] * n),
         reversal=list(op.attr("window_reversal", None) or [False] * n),
@@ -223,8 +236,8 @@ def _conv_nhwc(x, k, attrs):
         ks = tf.split(k, groups, axis=n + 1)
         one = dict(attrs, batch_groups=1)
         return tf.concat([_conv_nhwc(xg, kg, one) for xg, kg in zip(xs, ks)], axis=n + 1)
-    x = _dilate_zeros(x, attrs["lhs_dilation"])
-    x = _pad_or_crop(x, attrs["padding"])
+    x = dilate_and_pad(x, tf.zeros([], x.dtype), [1, *attrs["lhs_dilation"], 1],
+                       [[0, 0], *attrs["padding"], [0, 0]])
     if any(attrs["reversal"]):
         k = tf.reverse(k, [d for d in range(n) if attrs["reversal"][d]])
     strides, dilations = list(attrs["strides"]), list(attrs["rhs_dilation"])
@@ -307,29 +320,3 @@ def _patch_conv(x, k, strides, dilations):
     y = tf.linalg.matmul(_reshape(patches, [_product(out), features]),
                          _reshape(k, [features, k.shape[-1]]))
     return _reshape(y, out + [k.shape[-1]])
-
-
-def _dilate_zeros(x, dilation):
-    """`dilation - 1` zeros between neighbours along each spatial dimension."""
-    for d, factor in enumerate(dilation, start=1):
-        if factor == 1:
-            continue
-        x = interleave(x, d, factor, tf.zeros([], x.dtype))
-    return x
-
-
-def _pad_or_crop(x, padding):
-    """Zero padding per spatial dimension [low, high]; negative values crop."""
-    pads = [[0, 0]] + [[max(lo, 0), max(hi, 0)] for lo, hi in padding] + [[0, 0]]
-    if any(v for row in pads for v in row):
-        x = tf.pad(x, pads)
-    crops = [(max(-lo, 0), max(-hi, 0)) for lo, hi in padding]
-    if any(c for pair in crops for c in pair):
-        sizes = _dims(x)
-        begin = [0] + [lo for lo, _ in crops] + [0]
-        end = [sizes[0]] + [sizes[1 + i] - hi for i, (_, hi) in enumerate(crops)] + [sizes[-1]]
-        end = [tf.maximum(e, b) if not isinstance(e, int) else max(e, b)
-               for e, b in zip(end, begin)]
-        x = tf.strided_slice(x, begin, end if all(isinstance(e, int) for e in end)
-                             else tf.stack([tf.cast(e, tf.int32) for e in end]))
-    return x

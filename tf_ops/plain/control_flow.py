@@ -6,12 +6,15 @@ import re
 
 import tensorflow as tf
 
+from tf_ops.plain import windows
 from tf_ops.plain.program import Op
 
 SHAPE_ASSERTION = "shape_assertion"
 # Single-device modules carry sharding annotations as custom calls: they only mark a value.
 _IDENTITY_TARGETS = ("Sharding",)
-_SUPPORTED_TARGETS = (SHAPE_ASSERTION,) + _IDENTITY_TARGETS
+# StableHLO ops JAX writes as custom calls when a size is symbolic.
+_LOWERED_TARGETS = {"stablehlo.dynamic_reduce_window": windows.dynamic_reduce_window}
+_SUPPORTED_TARGETS = (SHAPE_ASSERTION,) + _IDENTITY_TARGETS + tuple(_LOWERED_TARGETS)
 
 
 def call(ctx, op, *args):
@@ -61,6 +64,8 @@ def if_(ctx, op: Op, pred):
 
 def custom_call(ctx, op: Op, *args):
     target = op.attr("call_target_name")
+    if target in _LOWERED_TARGETS:
+        return _LOWERED_TARGETS[target](ctx, op, *args)
     if target in _IDENTITY_TARGETS:
         return [tf.identity(a) for a in args]
     # shape_assertion(ok, dim values...): JAX's check of the dimension variables.

@@ -112,6 +112,8 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.dot": Lowering(contractions.dot, contractions.check_dot_general),
     "stablehlo.convolution": Lowering(contractions.convolution,
                                       contractions.check_convolution),
+    "stablehlo.dynamic_conv": Lowering(contractions.dynamic_conv,
+                                       contractions.check_convolution),
     # sorting: sort, top_k (sorting.py)
     "stablehlo.sort": Lowering(sorting.sort, sorting.check_sort),
     "chlo.top_k": Lowering(sorting.top_k, sorting.check_top_k),

@@ -11,7 +11,8 @@ gives the former). The body's own elementwise ops run on whole tensors, so NaN, 
 total-order semantics are the elementwise lowering's. Up to `_UNROLLED` positions are unrolled;
 more run in a `tf.while_loop`. Cumulative windows (JAX's cumsum/cumprod/cummax/cummin on CPU:
 one axis with window = its length and padding [n-1, 0] or [0, n-1]) use `tf.cumsum` /
-`tf.math.cumprod`, or log-step doubling for max/min/and/or, then combine with the init once.
+`tf.math.cumprod` (not for f16/bf16, which XLA rounds after every step: those fold), or
+log-step doubling for max/min/and/or, then combine with the init once.
 
 select_and_scatter picks, per window, the first position in window order and then moves on
 whenever the select body says "keep" no longer holds (GE: the first maximum), never selecting
@@ -27,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
+from tf_ops.plain.errors import unsupported
 from tf_ops.plain.program import Op, Region, TensorType
 
 # More window positions than this run in a tf.while_loop instead of one slice each.
@@ -66,8 +68,27 @@ class _Window:
                    else [[0, 0]] * rank)
 
     @property
-    def positions(self) -> int:
-        return int(np.prod(self.dims, dtype=np.int64))
+    def positions(self) -> int | tf.Tensor:
+        if all(_is_int(d) for d in self.dims):
+            return int(np.prod(self.dims, dtype=np.int64))
+        return tf.reduce_prod(_vector(self.dims))
+
+    @property
+    def is_static(self) -> bool:
+        return all(_is_int(v) for v in self.dims + self.strides + self.base_dilations
+                   + self.window_dilations + [v for row in self.padding for v in row])
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer))
+
+
+def _max0(value):
+    return max(int(value), 0) if _is_int(value) else tf.maximum(value, 0)
+
+
+def _maybe_nonzero(value) -> bool:
+    return not _is_int(value) or value != 0
 
 
 # ------------------------------------------------------------------------ bodies
@@ -123,49 +144,60 @@ def _sizes(x: tf.Tensor) -> list:
 
 
 def _vector(values) -> list | tf.Tensor:
-    if all(isinstance(v, int) for v in values):
-        return list(values)
+    if all(_is_int(v) for v in values):
+        return [int(v) for v in values]
     return tf.stack([tf.cast(v, tf.int32) for v in values])
 
 
-def interleave(x: tf.Tensor, axis: int, factor: int, fill: tf.Tensor) -> tf.Tensor:
-    """`factor - 1` copies of scalar `fill` between neighbours along `axis`."""
+def interleave(x: tf.Tensor, axis: int, factor, fill: tf.Tensor) -> tf.Tensor:
+    """`factor - 1` copies of scalar `fill` between neighbours along `axis` (`factor` an int
+    or an int32 scalar)."""
     sizes = _sizes(x)
     filler = tf.fill(_vector(sizes[:axis + 1] + [factor - 1] + sizes[axis + 1:]), fill)
     joined = tf.concat([tf.expand_dims(x, axis + 1), filler], axis=axis + 1)
     joined = tf.reshape(joined, _vector(sizes[:axis] + [sizes[axis] * factor]
                                         + sizes[axis + 1:]))
-    keep = sizes[axis] * factor - (factor - 1)
-    keep = max(keep, 0) if isinstance(keep, int) else tf.maximum(keep, 0)
+    keep = _max0(sizes[axis] * factor - (factor - 1))
     begin = [0] * x.shape.rank
     end = sizes[:axis] + [keep] + sizes[axis + 1:]
     return tf.strided_slice(joined, begin, _vector(end))
 
 
 def _padded(x: tf.Tensor, fill: tf.Tensor, window: _Window) -> tf.Tensor:
-    """`x` base-dilated and padded with `fill`, as the window sees it."""
+    """`x` base-dilated and padded with `fill`, as the window sees it (sizes may be int32
+    scalars computed at run time)."""
     for axis, factor in enumerate(window.base_dilations):
-        if factor > 1:
+        if not _is_int(factor) or factor > 1:
             x = interleave(x, axis, factor, fill)
-    pads = [[max(lo, 0), max(hi, 0)] for lo, hi in window.padding]
-    if any(v for row in pads for v in row):
-        x = tf.pad(x, pads, constant_values=fill)
-    crops = [(max(-lo, 0), max(-hi, 0)) for lo, hi in window.padding]
-    if any(c for pair in crops for c in pair):
+    pads = [[_max0(lo), _max0(hi)] for lo, hi in window.padding]
+    if any(_maybe_nonzero(v) for row in pads for v in row):
+        rows = pads if all(_is_int(v) for row in pads for v in row) else \
+            tf.stack([_vector(row) for row in pads])
+        x = tf.pad(x, rows, constant_values=fill)
+    crops = [(_max0(-lo), _max0(-hi)) for lo, hi in window.padding]
+    if any(_maybe_nonzero(c) for pair in crops for c in pair):
         sizes = _sizes(x)
         end = [s - hi for s, (_, hi) in zip(sizes, crops)]
-        end = [max(e, lo) if isinstance(e, int) else tf.maximum(e, lo)
+        end = [max(e, lo) if _is_int(e) and _is_int(lo) else tf.maximum(e, lo)
                for e, (lo, _) in zip(end, crops)]
-        x = tf.strided_slice(x, [lo for lo, _ in crops], _vector(end))
+        x = tf.strided_slice(x, _vector([lo for lo, _ in crops]), _vector(end))
     return x
+
+
+def dilate_and_pad(x: tf.Tensor, fill: tf.Tensor, dilations, padding) -> tf.Tensor:
+    """`x` with `dilation - 1` copies of `fill` between neighbours, then padded with `fill`
+    by `padding` ([[low, high], ...], negative crops); ints or int32 scalars throughout."""
+    rank = x.shape.rank
+    return _padded(x, fill, _Window(dims=[1] * rank, strides=[1] * rank,
+                                    base_dilations=list(dilations),
+                                    window_dilations=[1] * rank, padding=list(padding)))
 
 
 def _spans(padded: tf.Tensor, window: _Window) -> list:
     """Per dimension, how far one window position's strided slice reaches."""
     spans = []
     for size, w, dil in zip(_sizes(padded), window.dims, window.window_dilations):
-        span = size - (w - 1) * dil
-        spans.append(max(span, 0) if isinstance(span, int) else tf.maximum(span, 0))
+        spans.append(_max0(size - (w - 1) * dil))
     return spans
 
 
@@ -173,7 +205,7 @@ def _slice_at(padded, offsets, spans, window: _Window, shape=None):
     """The window position `offsets` (ints or int32 scalars) of every window."""
     begin = [o * dil for o, dil in zip(offsets, window.window_dilations)]
     end = [b + s for b, s in zip(begin, spans)]
-    view = tf.strided_slice(padded, _vector(begin), _vector(end), window.strides)
+    view = tf.strided_slice(padded, _vector(begin), _vector(end), _vector(window.strides))
     if shape is not None:
         view.set_shape(shape)
     return view
@@ -199,18 +231,42 @@ def check_reduce_window(op: Op) -> str | None:
 
 def reduce_window(ctx, op: Op, *inputs):
     count = len(inputs) // 2
-    xs, inits = list(inputs[:count]), list(inputs[count:])
+    window = _Window.of(op, inputs[0].shape.rank)
+    return _reduce_window(ctx, op.regions[0], list(inputs[:count]), list(inputs[count:]),
+                          window)
+
+
+def dynamic_reduce_window(ctx, op: Op, *inputs):
+    """JAX's custom call `stablehlo.dynamic_reduce_window` (reduce_window with a symbolic
+    size): operands, inits, then window dimensions, strides, base and window dilations and
+    padding as int tensors (read statically where constant); the body is a called function."""
+    count = (len(inputs) - 5) // 2
+    dims, strides, base, dilations = (static_or_unstacked(t)
+                                      for t in inputs[2 * count:2 * count + 4])
+    padding = [static_or_unstacked(row) for row in tf.unstack(inputs[-1])]
+    window = _Window(dims=dims, strides=strides, base_dilations=base,
+                     window_dilations=dilations, padding=padding)
+    region = ctx.program.functions[op.attr("called_computations")[0]].body
+    why = _body_reason(region)
+    if why:
+        raise unsupported(op, f"reduce_window: {why}")
+    return _reduce_window(ctx, region, list(inputs[:count]), list(inputs[count:2 * count]),
+                          window)
+
+
+def static_or_unstacked(t: tf.Tensor) -> list:
+    value = tf.get_static_value(t)
+    if value is not None:
+        return [int(v) for v in np.asarray(value).reshape(-1)]
+    return tf.unstack(tf.cast(t, tf.int32))
+
+
+def _reduce_window(ctx, region: Region, xs, inits, window: _Window):
     rank = xs[0].shape.rank
-    window = _Window.of(op, rank)
-    region = op.regions[0]
+    count = len(xs)
     body_ops = _broadened(region, rank)
-    narrow = xs[0].dtype in (tf.float16, tf.bfloat16)
-    if count == 1 and narrow and _single_op(region) in ("stablehlo.add", "stablehlo.multiply"):
-        # XLA's CPU backend sums and multiplies f16/bf16 windows in float32, rounding once.
-        wide = reduce_window(ctx, op, tf.cast(xs[0], tf.float32), tf.cast(inits[0], tf.float32))
-        return [tf.cast(wide[0], xs[0].dtype)]
-    if count == 1:
-        cumulative = _cumulative(ctx, op, xs[0], inits[0], window, body_ops)
+    if count == 1 and window.is_static:
+        cumulative = _cumulative(ctx, region, xs[0], inits[0], window, body_ops)
         if cumulative is not None:
             return cumulative
     padded = [_padded(x, init, window) for x, init in zip(xs, inits)]
@@ -218,8 +274,8 @@ def reduce_window(ctx, op: Op, *inputs):
     # XLA's CPU backend reduces only the operand's own elements (padding and base-dilation
     # holes are skipped, so the init counts once): where that differs from reducing the init
     # there too (a non-identity init), positions outside the operand leave the fold unchanged.
-    holes = any(lo > 0 or hi > 0 for lo, hi in window.padding) or \
-        any(b > 1 for b in window.base_dilations)
+    holes = any(not _is_int(v) or v > 0 for row in window.padding for v in row) or \
+        any(not _is_int(b) or b > 1 for b in window.base_dilations)
     valid = None
     if holes and not (count == 1 and _is_identity(_single_op(region), inits[0])):
         valid = _padded(tf.ones(tf.shape(xs[0]), tf.bool), tf.constant(False), window)
@@ -235,7 +291,8 @@ def reduce_window(ctx, op: Op, *inputs):
     first = _slice_at(padded[0], [0] * rank, spans, window)
     accs = [tf.fill(tf.shape(first), init) for init in inits]
     accs = fold(accs, [0] * rank)
-    if window.positions <= _UNROLLED:
+    positions = window.positions
+    if _is_int(positions) and positions <= _UNROLLED:
         for offsets in list(itertools.product(*[range(w) for w in window.dims]))[1:]:
             accs = fold(accs, list(offsets))
         return accs
@@ -247,7 +304,7 @@ def reduce_window(ctx, op: Op, *inputs):
             o.set_shape(s)
         return (k + 1, *out)
 
-    results = tf.while_loop(lambda k, *_: k < window.positions, body,
+    results = tf.while_loop(lambda k, *_: k < positions, body,
                             (tf.constant(1), *accs), parallel_iterations=1)
     return list(results[1:])
 
@@ -276,9 +333,9 @@ def _is_identity(name: str | None, init: tf.Tensor) -> bool:
     return False
 
 
-def _cumulative(ctx, op, x, init, window: _Window, body_ops):
+def _cumulative(ctx, region, x, init, window: _Window, body_ops):
     """Prefix (or suffix) reductions along one axis without the quadratic fold, or None."""
-    name = _single_op(op.regions[0])
+    name = _single_op(region)
     if name is None or any(s != 1 for s in window.strides) \
             or any(d != 1 for d in window.base_dilations + window.window_dilations):
         return None
@@ -298,7 +355,10 @@ def _cumulative(ctx, op, x, init, window: _Window, body_ops):
                                          name in ("stablehlo.add", "stablehlo.multiply"))
     if idempotent:
         scanned = _doubling(ctx, body_op, x, axis, n, reverse)
-    elif name in ("stablehlo.add", "stablehlo.multiply") and x.dtype != tf.bool:
+    elif name in ("stablehlo.add", "stablehlo.multiply") and x.dtype != tf.bool \
+            and x.dtype not in (tf.float16, tf.bfloat16):
+        # (f16/bf16 fold instead: XLA's CPU backend rounds after every step, as the fold's
+        # elementwise ops do, and TF's narrow-float scans do not quite.)
         scan = tf.math.cumsum if name == "stablehlo.add" else tf.math.cumprod
         if x.dtype in ds.UNSIGNED:
             scanned = ds.via_signed(lambda v: scan(v, axis=axis, reverse=reverse), x.dtype, x)

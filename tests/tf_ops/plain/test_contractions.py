@@ -67,6 +67,16 @@ def test_conv_nhwc_strided_dilated_same_with_symbolic_batch():
         x, k, polymorphic_shapes=["b, 9, 10, 4", None], rtol=1e-5, atol=1e-5)
 
 
+def test_same_padding_of_symbolic_sizes_is_a_dynamic_conv():
+    x, k = _normal(2, 9, 10, 4), _normal(3, 3, 4, 6)
+    conv = _conv(("NHWC", "HWIO", "NHWC"), window_strides=(2, 1), padding="SAME")
+    program = lowered(conv, [x, k], ["b, h, w, 4", None])
+    assert any(op.name == "stablehlo.dynamic_conv" for op in program.ops())
+    assert_lowers_like_jax(lambda x, k: (conv(x, k), conv(x.astype(jnp.int32),
+                                                          k.astype(jnp.int32))),
+                           x, k, polymorphic_shapes=["b, h, w, 4", None], rtol=1e-5, atol=1e-4)
+
+
 def test_conv_nchw_explicit_and_negative_padding_and_transposed():
     x, k = _normal(2, 3, 8, 7), _normal(5, 3, 3, 2)
     assert_lowers_like_jax(

@@ -114,3 +114,18 @@ def test_a_body_that_is_not_elementwise_is_refused():
                        match=r"stablehlo.reduce_window.*stablehlo.reshape, which is not "
                              r"elementwise"):
         plain.check_program(refused)
+
+
+def test_symbolic_window_sizes_through_dynamic_reduce_window():
+    # Symbolic spatial sizes make JAX write the custom call stablehlo.dynamic_reduce_window
+    # (padding computed at run time); a cumsum along a symbolic axis has a symbolic window.
+    x = RNG.standard_normal((2, 7, 9, 3)).astype(np.float32)
+    grad = jax.grad(lambda x: jnp.sum(_max_pool(x) ** 2))
+    program = lowered(lambda x: (_avg_pool(x), grad(x)), [x], ["b, h, w, 3"])
+    assert any(op.attr("call_target_name") == "stablehlo.dynamic_reduce_window"
+               for op in program.ops())
+    assert_lowers_like_jax(lambda x: (_avg_pool(x), grad(x)), x,
+                           polymorphic_shapes=["b, h, w, 3"], rtol=1e-5, atol=1e-5)
+    y = RNG.standard_normal((3, 6)).astype(np.float32)
+    assert_lowers_like_jax(lambda y: (jnp.cumsum(y, axis=1), lax.cummax(y, axis=1)), y,
+                           polymorphic_shapes=["3, n"], rtol=1e-5, atol=1e-5)
