@@ -77,11 +77,14 @@ def test_eager_calls_reuse_the_traced_plain_ops(monkeypatch):
     emitted = []
     run_program = plain.run_program
     monkeypatch.setattr(plain, "run_program", lambda *a: emitted.append(1) or run_program(*a))
-    f_tf = jax2tf.convert(jnp.sin, enable_xla=False)
+    f_tf = jax2tf.convert(jnp.sin, polymorphic_shapes=["(b,)"], enable_xla=False)
     x = np.linspace(0, 1, 5, dtype=np.float32)
     for _ in range(3):
         np.testing.assert_allclose(f_tf(x).numpy(), np.sin(x), rtol=1e-6)
     assert len(emitted) == 1  # one trace of the eager tf.function, not one emission per call
+    for batch in range(1, 5):
+        np.testing.assert_allclose(f_tf(x[:batch]).numpy(), np.sin(x[:batch]), rtol=1e-6)
+    assert len(emitted) == 2  # one more trace, with a None batch, serves every other size
 
 
 @pytest.mark.parametrize("gradient_mode", ["residuals", "recompute"])

@@ -41,7 +41,8 @@ class PlainModule:
 
     def call(self, kept: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         """The module's outputs on the inputs it keeps: plain TF ops in the current graph, or
-        eagerly the cached `tf.function` of them (traced once per input signature)."""
+        eagerly the cached `tf.function` of them (traced once, and once more for inputs whose
+        symbolic dimensions vary)."""
         if not tf.executing_eagerly():
             return plain.run_program(self.program, list(kept))
         return list(self._eager_function()(*kept))
@@ -55,7 +56,10 @@ class PlainModule:
                     return plain.run_program(program, list(xs))
 
                 run.__name__ = f"{self.fun_name}_plain"
-                self._eager = tf.function(run, autograph=False)
+                # reduce_retracing: eager calls at many batch sizes share a trace with `None`
+                # there (only a module's symbolic dimensions can vary; they are read at run
+                # time).
+                self._eager = tf.function(run, autograph=False, reduce_retracing=True)
             return self._eager
 
 
