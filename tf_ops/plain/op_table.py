@@ -15,6 +15,7 @@ from tf_ops.plain import sorting
 from tf_ops.plain import indexing
 from tf_ops.plain import contractions
 from tf_ops.plain import windows
+from tf_ops.plain import fft, random_bits, special_functions as special
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,7 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.bitcast_convert": Lowering(ew.bitcast_convert, ew.check_bitcast),
     "stablehlo.reduce_precision": Lowering(ew.reduce_precision),
     # special functions (special_functions.py)
+    "stablehlo.composite": Lowering(special.composite, special.check_composite),
     # shapes (shapes.py)
     "stablehlo.constant": Lowering(shapes.constant),
     "stablehlo.iota": Lowering(shapes.iota),
@@ -118,6 +120,10 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.sort": Lowering(sorting.sort, sorting.check_sort),
     "chlo.top_k": Lowering(sorting.top_k, sorting.check_top_k),
     # random bits, fft, linear algebra (random_bits.py, fft.py, linalg_ops.py)
+    "stablehlo.rng_bit_generator": Lowering(random_bits.rng_bit_generator,
+                                            random_bits.check_rng_bit_generator),
+    "stablehlo.rng": Lowering(random_bits.rng, random_bits.check_rng),
+    "stablehlo.fft": Lowering(fft.fft, fft.check_fft),
     # control flow and calls (control_flow.py)
     "func.call": Lowering(control_flow.call),
     "stablehlo.while": Lowering(control_flow.while_, control_flow.check_while),
