@@ -173,3 +173,15 @@ def test_modules_for_several_platforms_are_refused():
     f_tf = jax2tf.convert(jnp.sin, platforms=("cpu", "cuda"), enable_xla=False)
     with pytest.raises(jax2tf.PlainLoweringError, match=r"several platforms.*platforms=\('cpu',\)"):
         f_tf(np.zeros(2, np.float32))
+
+
+def test_call_tf_inlined_runs_and_call_tf_graph_is_refused():
+    call_tf = jax2tf.call_tf  # jax2tf's own, imported before conversion
+    tf_sin = tf.function(tf.math.sin, autograph=False)
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    inlined = jax2tf.convert(lambda v: call_tf(tf_sin)(v) * 2, enable_xla=False)
+    np.testing.assert_allclose(inlined(x).numpy(), np.sin(x) * 2, rtol=1e-6)
+    graph = jax2tf.convert(lambda v: call_tf(tf_sin, call_tf_graph=True)(v) * 2,
+                           enable_xla=False)
+    with pytest.raises(jax2tf.PlainLoweringError, match=r"call_tf_graph=True.*Fix: use call_tf"):
+        graph(x)
