@@ -185,3 +185,16 @@ def test_call_tf_inlined_runs_and_call_tf_graph_is_refused():
                            enable_xla=False)
     with pytest.raises(jax2tf.PlainLoweringError, match=r"call_tf_graph=True.*Fix: use call_tf"):
         graph(x)
+
+
+def test_shape_mismatch_keeps_our_error_eagerly_and_in_graphs():
+    f_tf = jax2tf.convert(lambda x, y: x + y, polymorphic_shapes=["(b, 3)", "(b, 3)"],
+                          enable_xla=False)
+    x, y = np.ones((2, 3), np.float32), np.ones((4, 3), np.float32)
+    with pytest.raises(jax2tf.ArgumentShapeError, match=r"args\[1\].shape\[0\] = 4.*b = 2"):
+        f_tf(x, y)
+    spec = tf.TensorSpec([None, 3], tf.float32)
+    f_graph = tf.function(f_tf, autograph=False, input_signature=[spec, spec])
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"args\[1\].shape\[0\].*polymorphic shape \(b, 3\) of args\[1\]"):
+        f_graph(x, y)
