@@ -16,8 +16,9 @@ log-step doubling for max/min/and/or, then combine with the init once.
 
 select_and_scatter picks, per window, the first position in window order and then moves on
 whenever the select body says "keep" no longer holds (GE: the first maximum), never selecting
-padding, then adds the source into the selected positions with `tensor_scatter_nd_add` and
-combines with the init value. Scatter bodies other than add (`or` on booleans) are refused.
+padding, then combines each window's source value into its selected position with the scatter
+body, in XLA's order (so f16/bf16 sums round after every step as XLA's do). Select and scatter
+bodies must be elementwise (JAX writes compare and add/or).
 """
 from __future__ import annotations
 
@@ -402,12 +403,10 @@ def check_select_and_scatter(op: Op) -> str | None:
     if any(p < 0 for row in (op.attr("padding") if op.attr("padding") is not None else [])
            for p in row):
         return "select_and_scatter with negative padding"
-    name = _single_op(scatter)
-    element = op.result_types[0].element
-    if name == "stablehlo.add" or (name == "stablehlo.or" and element == "i1"):
-        return None
-    return (f"select_and_scatter with a scatter body other than add ({name or 'several ops'}) "
-            f"has no plain-TF lowering")
+    why = _body_reason(scatter)
+    if why:
+        return f"select_and_scatter's scatter: {why}"
+    return None
 
 
 def select_and_scatter(ctx, op: Op, operand, source, init):
@@ -417,10 +416,9 @@ def select_and_scatter(ctx, op: Op, operand, source, init):
     window = dataclasses.replace(window, base_dilations=[1] * rank,
                                  window_dilations=[1] * rank)
     select_ops = _broadened(select_region, rank)
-    scatter_op = _broadened(scatter_region, rank)[0]
+    scatter_ops = _broadened(scatter_region, rank)
     if 0 in op.operand_types[1].shape or window.positions == 0:
-        return ctx.emit(scatter_op, [tf.fill(tf.shape(operand), init),
-                                     tf.zeros(tf.shape(operand), operand.dtype)])[0]
+        return tf.fill(tf.shape(operand), init)  # no window: nothing is scattered
     padded = _padded(operand, tf.zeros([], operand.dtype), window)
     valid = _padded(tf.ones(tf.shape(operand), tf.bool), tf.constant(False), window)
     spans = _spans(padded, window)
@@ -449,45 +447,48 @@ def select_and_scatter(ctx, op: Op, operand, source, init):
         _, chosen, chosen_k, found = tf.while_loop(
             lambda k, *_: k < window.positions, body, (tf.constant(1), chosen, chosen_k, found),
             parallel_iterations=1)
-    return _scatter_selected(ctx, scatter_op, operand, padded, source, init, chosen_k, found,
-                             window)
+    return _scatter_selected(ctx, scatter_region, scatter_ops, operand, padded, source, init,
+                             chosen_k, found, window)
 
 
-def _scatter_selected(ctx, scatter_op, operand, padded, source, init, chosen_k, found,
-                      window: _Window):
-    """Adds `source` at each window's chosen position of the padded operand, crops, then
-    combines with `init` by the scatter body."""
+def _scatter_selected(ctx, scatter_region, scatter_ops, operand, padded, source, init,
+                      chosen_k, found, window: _Window):
+    """The result: init everywhere, then each window's source value combined by the scatter
+    body into its chosen position, in XLA's order (windows row-major). For one position the
+    windows covering it come in row-major order exactly when their chosen offsets come in
+    reverse row-major order, so offsets are visited last to first; each offset's values land
+    at `offset + window * stride`, a strided placement with no collisions."""
     rank = operand.shape.rank
-    offsets = _offsets(chosen_k, window)
-    window_sizes = tf.shape(chosen_k, out_type=tf.int32)
-    coordinates = []
-    for axis in range(rank):
-        along = tf.range(window_sizes[axis]) * window.strides[axis]
-        shape = [1] * rank
-        shape[axis] = -1
-        coordinates.append(tf.reshape(along, shape) + offsets[axis])
-    indices = tf.stack(coordinates, axis=-1)
-    accumulate = source.dtype
-    if accumulate == tf.bool:
-        accumulate = tf.int32
-    elif accumulate in (tf.float16, tf.bfloat16):
-        accumulate = tf.float32
-    elif accumulate in ds.UNSIGNED:
-        accumulate = {tf.uint8: tf.int8, tf.uint16: tf.int16, tf.uint32: tf.int32,
-                      tf.uint64: tf.int64}[accumulate]
-    if source.dtype in ds.UNSIGNED:
-        updates = ds.as_signed(source)
+    windows_shape = _sizes(chosen_k)
+    padded_shape = _sizes(padded)
+    result = tf.fill(tf.shape(padded), init)
+    zero = tf.zeros([], source.dtype)
+
+    def place(offsets, values, fill):
+        tails = [size - o - (count - 1) * stride - 1 for size, o, count, stride in
+                 zip(padded_shape, offsets, windows_shape, window.strides)]
+        return dilate_and_pad(values, fill, window.strides,
+                              [[o, tail] for o, tail in zip(offsets, tails)])
+
+    def step(k, offsets, result):
+        here = tf.logical_and(found, tf.equal(chosen_k, tf.cast(k, tf.int32)))
+        values = place(offsets, tf.where(here, source, tf.fill(tf.shape(source), zero)), zero)
+        mask = place(offsets, here, tf.constant(False))
+        combined = _run_body(ctx, scatter_region, scatter_ops, [result, values])[0]
+        combined.set_shape(result.shape)
+        return tf.where(mask, combined, result)
+
+    positions = window.positions
+    if positions <= _UNROLLED:
+        for k, offsets in reversed(list(enumerate(
+                itertools.product(*[range(w) for w in window.dims])))):
+            result = step(k, list(offsets), result)
     else:
-        updates = tf.cast(source, accumulate)
-    updates = tf.where(found, updates, tf.zeros_like(updates))
-    total = tf.tensor_scatter_nd_add(tf.zeros(tf.shape(padded), accumulate), indices, updates)
+        def body(i, result):
+            k = positions - 1 - i
+            return i + 1, step(k, _offsets(k, window), result)
+        _, result = tf.while_loop(lambda i, _: i < positions, body, (tf.constant(0), result),
+                                  parallel_iterations=1)
     lows = [lo for lo, _ in window.padding]
-    total = tf.strided_slice(total, lows, _vector([lo + s for lo, s in
-                                                  zip(lows, _sizes(operand))]))
-    if source.dtype == tf.bool:
-        total = tf.greater(total, 0)
-    elif source.dtype in ds.UNSIGNED:
-        total = ds.bitcast_back(total, source.dtype)
-    else:
-        total = tf.cast(total, source.dtype)
-    return ctx.emit(scatter_op, [tf.fill(tf.shape(operand), init), total])[0]
+    return tf.strided_slice(result, lows, _vector([lo + s for lo, s in
+                                                   zip(lows, _sizes(operand))]))

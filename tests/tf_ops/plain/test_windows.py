@@ -91,6 +91,19 @@ def test_max_pool_gradient_first_max_wins_and_padding_never_selected():
                            rtol=1e-5, atol=1e-5)
 
 
+def test_bf16_max_pool_gradient_rounds_each_step_like_xla():
+    # Overlapping windows add several values into one position: in XLA's order, rounding to
+    # bfloat16 after each addition (float32 accumulation differs in the last bit).
+    x = RNG.standard_normal((1, 9, 9, 2)).astype(ml_dtypes.bfloat16)
+    x[0, 4, 4, 0] = 10  # the maximum of many windows
+    weights = RNG.standard_normal((1, 7, 7, 2)).astype(ml_dtypes.bfloat16)
+    weights[0, 2:5, 2:5, 0] = 1  # the nine windows that pick x[4, 4]
+    weights[0, 2, 2, 0] = 256  # first in XLA's order: 256 + 1 rounds back to 256, eight times
+    grad = jax.grad(lambda x: jnp.sum(_max_pool(x, (1, 3, 3, 1), (1, 1, 1, 1), "VALID")
+                                      .astype(jnp.float32) * weights))
+    assert_lowers_like_jax(grad, x, rtol=0, atol=0)
+
+
 def test_max_pool_jvp_is_select_and_gather():
     x = RNG.standard_normal((1, 5, 5, 2)).astype(np.float32)
     t = RNG.standard_normal((1, 5, 5, 2)).astype(np.float32)
