@@ -41,7 +41,8 @@ class TfModule:
     """An exported module made ready for TensorFlow's `XlaCallModule`.
 
     Attributes:
-      module: the StableHLO portable artifact, serialized for the consuming TF's version.
+      module: the StableHLO portable artifact, serialized for the consuming TF's version
+        (empty with `plain`: no XlaCallModule op reads it).
       stablehlo_version: the StableHLO version `module` was written in.
       calling_convention_version: the XlaCallModule `version` attribute.
       platforms: upper-case XLA platform names the module was lowered for (`platforms` attr).
@@ -117,7 +118,9 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
       written_here: the module bytes come from `jax.export` in this process (see
         `module_for_tf.module_bytes_for_tf`).
       plain: run the module as ordinary TF ops (`enable_xla=False`): every op is checked here
-        (`plain_module.plain_module_from_exported`); the module needs no TF host platform.
+        (`plain_module.plain_module_from_exported`) instead of the XlaCallModule checks; no
+        module bytes are written (`module` is empty), `target` and `checks` do not apply, and
+        the module needs no TF host platform.
 
     Raises:
       custom_call_check.CustomCallNotAllowedError: a custom call TF cannot run (listing each
@@ -139,7 +142,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         array([0., 0., 0.], dtype=float32)
     """
     module_verify.check_fields(exported)
-    if target is not None:
+    if target is not None and not plain:
         target.check_calling_convention(exported.calling_convention_version,
                                         f"'{exported.fun_name}'")
     versions.check_calling_convention_supported(exported.calling_convention_version)
@@ -150,9 +153,6 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
             f"'{exported.fun_name}' has effects {effects} (e.g. host callbacks or debug prints) "
             f"that TensorFlow cannot run. Fix: remove jax.debug/io_callback calls before export.")
     disabled = tuple(str(c) for c in exported.disabled_safety_checks)
-    # Checked first: with plain, the lowering's refusal is the one that says what to change.
-    lowered = (plain_module.plain_module_from_exported(exported, len(tf_functions))
-               if plain else None)
     target_stablehlo = (stablehlo_version or (target.stablehlo_version if target else None)
                         or versions.tf_stablehlo_version())
     allowlist_check = functools.partial(custom_call_check.check_custom_calls,
@@ -167,10 +167,18 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         multi_device.extend(runnable.multi_device_ops(module))
         shardy.append(module_for_tf.uses_shardy(module))
 
-    module = module_for_tf.module_bytes_for_tf(
-        exported.mlir_module_serialized, stablehlo_version=target_stablehlo,
-        checks=(signature_check, allowlist_check, tf_calls_check, record, *checks),
-        target_tf=target.version if target else None, written_here=written_here)
+    if plain:
+        # No XlaCallModule op will read the module: nothing is written for a TF version (whose
+        # StableHLO version or calling convention does not apply to plain ops); the lowering
+        # reads and checks the module itself.
+        lowered = plain_module.plain_module_from_exported(exported, len(tf_functions))
+        module, shardy = b"", [False]
+    else:
+        lowered = None
+        module = module_for_tf.module_bytes_for_tf(
+            exported.mlir_module_serialized, stablehlo_version=target_stablehlo,
+            checks=(signature_check, allowlist_check, tf_calls_check, record, *checks),
+            target_tf=target.version if target else None, written_here=written_here)
     n_in, n_out = len(exported.in_avals), len(exported.out_avals)
     return TfModule(
         module=module,
