@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, lowered
 from tf_ops import plain
@@ -144,3 +145,17 @@ def test_boolean_convolution_is_refused_naming_the_op():
     with pytest.raises(plain.PlainLoweringError, match=r"stablehlo.convolution.*i1"):
         lowered(_conv(("NHWC", "HWIO", "NHWC"), window_strides=(1, 1), padding="VALID"),
                 [x, k])
+
+
+def test_stablehlo_dot_from_a_hand_written_module():
+    # JAX writes dot_general only; other producers' modules may hold the older stablehlo.dot.
+    text = """
+    func.func public @main(%a: tensor<2x3xf32>, %v: tensor<3xf32>) -> tensor<2xf32> {
+      %0 = stablehlo.dot %a, %v : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2xf32>
+      return %0 : tensor<2xf32>
+    }"""
+    program = plain.read_program(text)
+    plain.check_program(program)
+    a, v = _normal(2, 3), _normal(3)
+    got = plain.run_program(program, [tf.constant(a), tf.constant(v)])[0]
+    np.testing.assert_allclose(got, np.asarray(jnp.dot(a, v)), rtol=1e-6)
