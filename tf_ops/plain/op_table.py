@@ -15,7 +15,7 @@ from tf_ops.plain import sorting
 from tf_ops.plain import indexing
 from tf_ops.plain import contractions
 from tf_ops.plain import windows
-from tf_ops.plain import fft, random_bits, special_functions as special
+from tf_ops.plain import fft, linalg_ops, random_bits, special_functions as special
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +124,9 @@ OP_TABLE: dict[str, Lowering] = {
                                             random_bits.check_rng_bit_generator),
     "stablehlo.rng": Lowering(random_bits.rng, random_bits.check_rng),
     "stablehlo.fft": Lowering(fft.fft, fft.check_fft),
+    "stablehlo.triangular_solve": Lowering(linalg_ops.triangular_solve,
+                                           linalg_ops.check_triangular_solve),
+    "stablehlo.cholesky": Lowering(linalg_ops.cholesky, linalg_ops.check_cholesky),
     # control flow and calls (control_flow.py)
     "func.call": Lowering(control_flow.call),
     "stablehlo.while": Lowering(control_flow.while_, control_flow.check_while),
