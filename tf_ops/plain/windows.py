@@ -9,7 +9,9 @@ like it skips positions in the padding or in base-dilation holes (the init count
 window: with a non-identity init this differs from reducing init-valued padding, and JAX on CPU
 gives the former). The body's own elementwise ops run on whole tensors, so NaN, integer and
 total-order semantics are the elementwise lowering's. Up to `_UNROLLED` positions are unrolled;
-more run in a `tf.while_loop`. Cumulative windows (JAX's cumsum/cumprod/cummax/cummin on CPU:
+more run in a `tf.while_loop`. Strided positions are unit-stride slices of the operand
+reshaped [L / s, s] (TF's StridedSlice with strides > 1 is slow on CPU). Float max pools over
+two dimensions of a rank-4 operand run as TF's MaxPool, NaN restored. Cumulative windows (JAX's cumsum/cumprod/cummax/cummin on CPU:
 one axis with window = its length and padding [n-1, 0] or [0, n-1]) use `tf.cumsum` /
 `tf.math.cumprod` (not for f16/bf16, which XLA rounds after every step: those fold), or
 log-step doubling for max/min/and/or, then combine with the init once.
@@ -202,14 +204,56 @@ def _spans(padded: tf.Tensor, window: _Window) -> list:
     return spans
 
 
-def _slice_at(padded, offsets, spans, window: _Window, shape=None):
-    """The window position `offsets` (ints or int32 scalars) of every window."""
-    begin = [o * dil for o, dil in zip(offsets, window.window_dilations)]
-    end = [b + s for b, s in zip(begin, spans)]
-    view = tf.strided_slice(padded, _vector(begin), _vector(end), _vector(window.strides))
-    if shape is not None:
-        view.set_shape(shape)
-    return view
+class _View:
+    """The windowed view of a padded tensor: `at(offsets)` is every window's element at one
+    window position (offsets ints or int32 scalars).
+
+    TF's StridedSlice with strides > 1 is slow on CPU (~30x a plain slice for a 3x3/2 pool),
+    so a strided dimension of length L is padded to a multiple of its stride s and split as
+    [L / s, s]: element o + i*s is then [o // s + i, o % s], a unit-stride slice.
+    """
+
+    def __init__(self, padded: tf.Tensor, window: _Window):
+        self.window = window
+        self.spans = _spans(padded, window)
+        strides = window.strides
+        self.split = all(_is_int(st) for st in strides) and any(st > 1 for st in strides)
+        self.counts = [span if _is_int(st) and st == 1 else (span + st - 1) // st
+                       for span, st in zip(self.spans, strides)]
+        self.tensor = padded
+        if self.split:
+            sizes = _sizes(padded)
+            extra = [(st - size % st) % st for size, st in zip(sizes, strides)]
+            if any(_maybe_nonzero(e) for e in extra):
+                rows = [[0, e] for e in extra]
+                self.tensor = tf.pad(padded, rows if all(_is_int(e) for e in extra)
+                                     else tf.stack([_vector(row) for row in rows]))
+            shape = []
+            for size, e, st in zip(sizes, extra, strides):
+                shape += [(size + e) // st, st] if st > 1 else [size]
+            self.tensor = tf.reshape(self.tensor, _vector(shape))
+
+    def at(self, offsets, shape=None) -> tf.Tensor:
+        window = self.window
+        starts = [o * dil for o, dil in zip(offsets, window.window_dilations)]
+        if not self.split:
+            end = [b + span for b, span in zip(starts, self.spans)]
+            view = tf.strided_slice(self.tensor, _vector(starts), _vector(end),
+                                    _vector(window.strides))
+        else:
+            begin, size = [], []
+            for start, count, span, st in zip(starts, self.counts, self.spans, window.strides):
+                if st > 1:
+                    begin += [start // st, start % st]
+                    size += [count, 1]
+                else:
+                    begin.append(start)
+                    size.append(span)
+            view = tf.reshape(tf.slice(self.tensor, _vector(begin), _vector(size)),
+                              _vector(self.counts))
+        if shape is not None:
+            view.set_shape(shape)
+        return view
 
 
 def _offsets(k, window: _Window) -> list:
@@ -270,8 +314,11 @@ def _reduce_window(ctx, region: Region, xs, inits, window: _Window):
         cumulative = _cumulative(ctx, region, xs[0], inits[0], window, body_ops)
         if cumulative is not None:
             return cumulative
+        pooled = _max_pool(ctx, region, xs[0], inits[0], window, body_ops)
+        if pooled is not None:
+            return pooled
     padded = [_padded(x, init, window) for x, init in zip(xs, inits)]
-    spans = _spans(padded[0], window)
+    views = [_View(p, window) for p in padded]
     # XLA's CPU backend reduces only the operand's own elements (padding and base-dilation
     # holes are skipped, so the init counts once): where that differs from reducing the init
     # there too (a non-identity init), positions outside the operand leave the fold unchanged.
@@ -279,17 +326,18 @@ def _reduce_window(ctx, region: Region, xs, inits, window: _Window):
         any(not _is_int(b) or b > 1 for b in window.base_dilations)
     valid = None
     if holes and not (count == 1 and _is_identity(_single_op(region), inits[0])):
-        valid = _padded(tf.ones(tf.shape(xs[0]), tf.bool), tf.constant(False), window)
+        valid = _View(_padded(tf.ones(tf.shape(xs[0]), tf.bool), tf.constant(False), window),
+                      window)
 
     def fold(accs, offsets, shape=None):
-        views = [_slice_at(p, offsets, spans, window, shape) for p in padded]
-        folded = _run_body(ctx, region, body_ops, list(accs) + views)
+        elements = [view.at(offsets, shape) for view in views]
+        folded = _run_body(ctx, region, body_ops, list(accs) + elements)
         if valid is None:
             return folded
-        inside = _slice_at(valid, offsets, spans, window, shape)
+        inside = valid.at(offsets, shape)
         return [tf.where(inside, new, old) for new, old in zip(folded, accs)]
 
-    first = _slice_at(padded[0], [0] * rank, spans, window)
+    first = views[0].at([0] * rank)
     accs = [tf.fill(tf.shape(first), init) for init in inits]
     accs = fold(accs, [0] * rank)
     positions = window.positions
@@ -332,6 +380,40 @@ def _is_identity(name: str | None, init: tf.Tensor) -> bool:
         if dtype.is_integer:
             return int(value) == (dtype.min if name == "stablehlo.maximum" else dtype.max)
     return False
+
+
+def _max_pool(ctx, region, x, init, window: _Window, body_ops):
+    """A float max over 2-D windows of NHWC or NCHW as TF's MaxPool (several times faster
+    than the fold), or None. Exact: the padding holds the init, max is idempotent so
+    `max(init, pool)` is XLA's fold for any init, and a window holding NaN is NaN, found by
+    pooling the NaN mask (MaxPool itself may drop NaN)."""
+    if _single_op(region) != "stablehlo.maximum" or x.dtype not in ds.FLOATS \
+            or x.shape.rank != 4 or any(d != 1 for d in window.base_dilations
+                                        + window.window_dilations):
+        return None
+    spatial = [d for d in range(4) if window.dims[d] != 1 or window.strides[d] != 1
+               or window.padding[d] != [0, 0]]
+    if set(spatial) <= {1, 2}:
+        order = None
+    elif set(spatial) <= {2, 3}:
+        order = [0, 2, 3, 1]
+    else:
+        return None
+    if order:
+        x = tf.transpose(x, order)
+        window = _Window(*[[getattr(window, f)[d] for d in order] for f in
+                           ("dims", "strides", "base_dilations", "window_dilations",
+                            "padding")])
+    padded = _padded(x, init, window)
+    pooled = tf.raw_ops.MaxPool(input=padded, ksize=window.dims, strides=window.strides,
+                                padding="VALID")
+    has_nan = tf.raw_ops.MaxPool(input=tf.cast(tf.math.is_nan(padded), x.dtype),
+                                 ksize=window.dims, strides=window.strides, padding="VALID")
+    pooled = tf.where(has_nan > 0, tf.fill(tf.shape(pooled), tf.constant(np.nan, x.dtype)),
+                      pooled)
+    if not _is_identity("stablehlo.maximum", init):
+        pooled = ctx.emit(body_ops[0], [tf.fill(tf.shape(pooled), init), pooled])[0]
+    return [tf.transpose(pooled, [0, 3, 1, 2]) if order else pooled]
 
 
 def _cumulative(ctx, region, x, init, window: _Window, body_ops):
@@ -421,16 +503,16 @@ def select_and_scatter(ctx, op: Op, operand, source, init):
         return tf.fill(tf.shape(operand), init)  # no window: nothing is scattered
     padded = _padded(operand, tf.zeros([], operand.dtype), window)
     valid = _padded(tf.ones(tf.shape(operand), tf.bool), tf.constant(False), window)
-    spans = _spans(padded, window)
+    view, valid = _View(padded, window), _View(valid, window)
     positions = list(itertools.product(*[range(w) for w in window.dims]))
-    chosen = _slice_at(padded, positions[0], spans, window)
+    chosen = view.at(positions[0])
     chosen_k = tf.zeros(tf.shape(chosen), tf.int32)
-    found = _slice_at(valid, positions[0], spans, window)
+    found = valid.at(positions[0])
     shape = chosen.shape
 
     def step(k, offsets, chosen, chosen_k, found):
-        candidate = _slice_at(padded, offsets, spans, window, shape)
-        candidate_valid = _slice_at(valid, offsets, spans, window, shape)
+        candidate = view.at(offsets, shape)
+        candidate_valid = valid.at(offsets, shape)
         keep = _run_body(ctx, select_region, select_ops, [chosen, candidate])[0]
         take = tf.logical_and(candidate_valid,
                               tf.logical_or(tf.logical_not(found), tf.logical_not(keep)))

@@ -32,9 +32,13 @@ def test_pools_with_symbolic_batch():
 
 
 def test_nan_propagates_through_max_pool():
-    x = RNG.standard_normal((1, 4, 4, 1)).astype(np.float32)
+    x = RNG.standard_normal((1, 4, 4, 3)).astype(np.float32)
     x[0, 1, 2, 0] = np.nan
-    assert_lowers_like_jax(lambda x: _max_pool(x, padding="VALID"), x)
+    nchw_from_half = lambda x: lax.reduce_window(x, 0.5, lax.max, (1, 1, 3, 2), (1, 1, 2, 1),
+                                                 "SAME")  # a non-identity init, NCHW
+    types = assert_lowers_like_jax(lambda x: (_max_pool(x, padding="VALID"), nchw_from_half(x)),
+                                   x)
+    assert "MaxPool" in types
 
 
 def test_dilations_and_non_identity_init_and_integers():
