@@ -109,3 +109,102 @@ def cholesky(ctx, op: Op, a):
 
 def check_cholesky(op: Op):
     return _check_types(op)
+
+
+# ------------------------------------------------------------------------ Householder QR
+# The custom calls "Qr" and "ProductOfElementaryHouseholderReflectors" that JAX's portable
+# (non-LAPACK) QR writes are XLA's own `QrExpander` kernels: LAPACK's geqrf/orgqr conventions
+# (A = Q R; R on and above the diagonal, Householder vectors with an implicit unit head below
+# it, H_j = I - tau_j v_j v_j^H, Q = H_0 H_1 ... H_(p-1)). Written here as XLA's unblocked
+# loops (it blocks by 128 columns, which changes rounding only). The custom-call lowering
+# (control_flow.custom_call) dispatches these targets through `CUSTOM_CALLS`.
+
+def _norm(parts):
+    """sqrt(sum(x^2)) scaled by the largest |x| against overflow, as XLA's `Norm`."""
+    parts = [tf.abs(p) for p in parts]
+    w = parts[0]
+    for p in parts[1:]:
+        w = tf.maximum(w, p)
+    safe_w = tf.where(tf.equal(w, 0), tf.ones_like(w), w)
+    total = tf.add_n([tf.square(p / safe_w) for p in parts])
+    return tf.where(tf.equal(w, 0), tf.zeros_like(w), w * tf.sqrt(total))
+
+
+def _house(x, j, rows):
+    """XLA's `House`: v (unit at j, zero above), tau and beta with H x = (x[:j], beta, 0...)."""
+    alpha = tf.gather(x, j, axis=-1)
+    after = tf.where(rows > j, x, tf.zeros_like(x))
+    sigma = tf.reduce_sum(tf.math.real(after * tf.math.conj(after)), axis=-1)
+    re, im = tf.math.real(alpha), tf.math.imag(alpha)
+    if x.dtype.is_complex:
+        mu = _norm([re, im, tf.sqrt(sigma)])
+        sigma_zero = tf.logical_and(tf.equal(sigma, 0), tf.equal(im, 0))
+    else:
+        mu = _norm([alpha, tf.sqrt(sigma)])
+        sigma_zero = tf.equal(sigma, 0)
+    beta = tf.where(re < 0, tf.ones_like(mu), -tf.ones_like(mu)) * mu
+    beta = tf.where(sigma_zero, re, beta)
+    if x.dtype.is_complex:
+        tau = tf.complex((beta - re) / beta, -im / beta)
+    else:
+        tau = (beta - alpha) / beta
+    tau = tf.where(sigma_zero, tf.zeros_like(tau), tau)
+    beta_x = tf.complex(beta, tf.zeros_like(beta)) if x.dtype.is_complex else beta
+    divisor = tf.where(sigma_zero, tf.ones_like(alpha), alpha - beta_x)
+    v = tf.cast(tf.equal(rows, j), x.dtype) + after / divisor[..., None]
+    return v, tau, beta_x
+
+
+def householder_qr(ctx, op: Op, a):
+    """Custom call "Qr": (R and the Householder vectors packed in a, taus)."""
+    m, n = tf.shape(a)[-2], tf.shape(a)[-1]
+    p = tf.minimum(m, n)
+    rows, cols = tf.range(m), tf.range(n)
+
+    def body(j, a, taus):
+        x = tf.gather(a, j, axis=-1)
+        v, tau, beta = _house(x, j, rows)
+        right = tf.where(cols > j, a, tf.zeros_like(a))
+        vva = tf.linalg.matvec(right, tf.math.conj(v), adjoint_a=False, transpose_a=True)
+        a = a - tf.math.conj(tau)[..., None, None] * (v[..., :, None] * vva[..., None, :])
+        new_x = tf.where(rows < j, x, tf.where(tf.equal(rows, j), beta[..., None] *
+                                                 tf.ones_like(x), v))
+        a = tf.where(tf.equal(cols, j), new_x[..., :, None], a)
+        taus = tf.where(tf.equal(tf.range(p), j), tau[..., None], taus)
+        return j + 1, a, taus
+
+    taus0 = tf.zeros(tf.concat([tf.shape(a)[:-2], [p]], 0), a.dtype)
+    _, a, taus = tf.while_loop(lambda j, *_: j < p, body, [tf.constant(0), a, taus0],
+                               parallel_iterations=1)
+    return [a, taus]
+
+
+def householder_product(ctx, op: Op, a, taus):
+    """Custom call "ProductOfElementaryHouseholderReflectors": the first n columns of
+    H_0 ... H_(p-1), H_j = I - taus[j] v_j v_j^H, v_j read from column j of a below row j."""
+    m, n, p = tf.shape(a)[-2], tf.shape(a)[-1], tf.shape(taus)[-1]
+    rows = tf.range(m)
+    batch = tf.shape(a)[:-2]
+    q = tf.eye(m, n, batch_shape=batch, dtype=a.dtype) if a.shape.rank > 2 else \
+        tf.eye(m, n, dtype=a.dtype)
+
+    def body(j, q):
+        column = tf.gather(a, j, axis=-1)
+        v = tf.where(rows > j, column, tf.cast(tf.equal(rows, j), a.dtype))
+        tau = tf.gather(taus, j, axis=-1)
+        vq = tf.linalg.matvec(q, tf.math.conj(v), transpose_a=True)  # v^H q
+        q = q - tau[..., None, None] * (v[..., :, None] * vq[..., None, :])
+        return j - 1, q
+
+    _, q = tf.while_loop(lambda j, _: j >= 0, body, [p - 1, q], parallel_iterations=1)
+    return q
+
+
+def check_householder(op: Op):
+    return _check_types(op)
+
+
+CUSTOM_CALLS = {
+    "Qr": (householder_qr, check_householder),
+    "ProductOfElementaryHouseholderReflectors": (householder_product, check_householder),
+}

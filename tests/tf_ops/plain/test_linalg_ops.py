@@ -106,3 +106,26 @@ def test_half_precision_linalg_is_refused():
     program = plain.read_program(_cholesky_module("f16", True))
     with pytest.raises(plain.PlainLoweringError, match="f16 linear algebra"):
         plain.check_program(program)
+
+
+@pytest.mark.parametrize("dtype, shape", [(np.float32, (2, 5, 3)), (np.complex64, (4, 4)),
+                                          (np.float32, (3, 5))])
+def test_householder_custom_calls_follow_lapack(dtype, shape):
+    from jax2tf_native._jax_internals import geqrf_p
+    from tf_ops.plain import linalg_ops
+    a = RNG.randn(*shape) + (1j * RNG.randn(*shape) if dtype == np.complex64 else 0)
+    if shape == (4, 4):
+        a[:, 1] = 0  # a zero column: tau 0, the reflector is the identity
+    a = a.astype(dtype)
+    m, n = shape[-2:]
+    signature = [tf.TensorSpec([None] * (len(shape) - 2) + [m, n], dtype)]
+    qr = tf.function(lambda x: linalg_ops.householder_qr(None, None, x), autograph=False,
+                     input_signature=signature)
+    packed, taus = qr(tf.constant(a))
+    assert_tree_allclose([packed, taus], list(geqrf_p.bind(a)), rtol=1e-5, atol=1e-5)
+    q_want, r_want = jax.numpy.linalg.qr(a)
+    assert_tree_allclose(np.triu(packed.numpy())[..., :min(m, n), :], r_want, rtol=1e-5,
+                         atol=1e-5)
+    if m >= n:
+        q = linalg_ops.householder_product(None, None, packed, taus)
+        assert_tree_allclose(q, q_want, rtol=1e-5, atol=1e-5)
