@@ -385,8 +385,8 @@ def _is_identity(name: str | None, init: tf.Tensor) -> bool:
 def _max_pool(ctx, region, x, init, window: _Window, body_ops):
     """A float max over 2-D windows of NHWC or NCHW as TF's MaxPool (several times faster
     than the fold), or None. Exact: the padding holds the init, max is idempotent so
-    `max(init, pool)` is XLA's fold for any init, and a window holding NaN is NaN, found by
-    pooling the NaN mask (MaxPool itself may drop NaN)."""
+    `max(init, pool)` is XLA's fold for any init, and NaN and all -inf windows, which MaxPool
+    gets wrong, are found by pooling flags."""
     if _single_op(region) != "stablehlo.maximum" or x.dtype not in ds.FLOATS \
             or x.shape.rank != 4 or any(d != 1 for d in window.base_dilations
                                         + window.window_dilations):
@@ -399,6 +399,10 @@ def _max_pool(ctx, region, x, init, window: _Window, body_ops):
         order = [0, 2, 3, 1]
     else:
         return None
+    for d in spatial:  # MaxPool refuses windows larger than the input: fold those
+        size = x.shape[d]
+        if size is None or size + sum(window.padding[d]) < window.dims[d]:
+            return None
     if order:
         x = tf.transpose(x, order)
         window = _Window(*[[getattr(window, f)[d] for d in order] for f in
@@ -407,10 +411,14 @@ def _max_pool(ctx, region, x, init, window: _Window, body_ops):
     padded = _padded(x, init, window)
     pooled = tf.raw_ops.MaxPool(input=padded, ksize=window.dims, strides=window.strides,
                                 padding="VALID")
-    has_nan = tf.raw_ops.MaxPool(input=tf.cast(tf.math.is_nan(padded), x.dtype),
-                                 ksize=window.dims, strides=window.strides, padding="VALID")
-    pooled = tf.where(has_nan > 0, tf.fill(tf.shape(pooled), tf.constant(np.nan, x.dtype)),
-                      pooled)
+    # MaxPool starts from the lowest finite value and may skip NaN: a pooled flag per window
+    # says 2 = holds a NaN, 1 = holds a value above -inf, 0 = only -inf.
+    flags = tf.where(tf.math.is_nan(padded), tf.constant(2, x.dtype),
+                     tf.cast(padded > tf.constant(-np.inf, x.dtype), x.dtype))
+    flags = tf.raw_ops.MaxPool(input=flags, ksize=window.dims, strides=window.strides,
+                               padding="VALID")
+    special = tf.where(flags > 1, tf.constant(np.nan, x.dtype), tf.constant(-np.inf, x.dtype))
+    pooled = tf.where(tf.equal(flags, 1), pooled, special)
     if not _is_identity("stablehlo.maximum", init):
         pooled = ctx.emit(body_ops[0], [tf.fill(tf.shape(pooled), init), pooled])[0]
     return [tf.transpose(pooled, [0, 3, 1, 2]) if order else pooled]

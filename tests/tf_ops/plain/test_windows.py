@@ -39,6 +39,11 @@ def test_nan_propagates_through_max_pool():
     types = assert_lowers_like_jax(lambda x: (_max_pool(x, padding="VALID"), nchw_from_half(x)),
                                    x)
     assert "MaxPool" in types
+    # Windows of -inf only (or only padding) are -inf, where MaxPool says the lowest float.
+    x[0, 0:2, 0, 1] = -np.inf
+    assert_lowers_like_jax(
+        lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 1, 1), (1, 2, 1, 1),
+                                    [(0, 0), (0, 2), (0, 0), (0, 0)]), x)
 
 
 def test_dilations_and_non_identity_init_and_integers():
