@@ -24,7 +24,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("tf_ops", "jax2tf_native", "saved_model_tools")  # lowest first
 
 READING_SIDE = ("atomic_dir", "cli", "commands", "export_command", "inspect", "manifest",
-                "reference_file", "tf_envs", "tflite", "verify", "warmup")
+                "reference_file", "tf_envs", "tflite", "verify", "warmup", "tfjs")
 WRITING_SIDE = ("writer", "signature", "pytree_inputs", "references", "framework_models",
                 "demo", "demo_saved_model")
 
