@@ -510,7 +510,17 @@ def write_plain_table(records: list[dict], path: str, total: int, jsonl_path: st
         f"refused {sum(r['status'] == 'refused' for r in f32)}, mismatch "
         f"{sum(_plain_kind(r['status']) == 'mismatch' for r in f32)}, error "
         f"{sum(_plain_kind(r['status']) in ('error', 'timeout') for r in f32)}",
-        f"- raw results, one JSON line per case: `{jsonl_path}`", "",
+        f"- raw results, one JSON line per case: `{jsonl_path}`"]
+    reran = [r for r in records if "rerun_of" in r]
+    if reran:
+        lines.append(
+            f"- {len(reran)} cases the run first recorded as not ok (refused, or failing) were "
+            f"run again at its end with the final tree (`--rerun-not-ok`), and their newer "
+            f"result is the one counted: "
+            + ", ".join(f"{n} {before} -> {after}" for (before, after), n in
+                        collections.Counter((r["rerun_of"], r["status"])
+                                            for r in reran).most_common()))
+    lines += ["",
         "| group | cases | ok | same_as_xla | close_normwise | refused | mismatch | error | "
         "timeout | float32 lowered | main refusal / failure |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -572,6 +582,10 @@ def main(argv=None) -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--only", default=None, help="case name substring")
+    parser.add_argument("--rerun-not-ok", metavar="DIR", default=None,
+                        help="run only the cases DIR/soak.jsonl records as neither ok nor "
+                             "skip (e.g. refusals after new lowerings landed); merge after "
+                             "with --merge OUT DIR")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--merge", nargs="+", metavar="DIR", default=None,
                         help="write --out's summary from the soak.jsonl of these runs "
@@ -599,6 +613,12 @@ def main(argv=None) -> int:
     harnesses = sorted(load_harnesses(), key=lambda h: h.fullname)
     indices = [i for i in range(args.start, len(harnesses), args.every)
                if args.only is None or args.only in harnesses[i].fullname]
+    earlier = {}
+    if args.rerun_not_ok:
+        earlier = {i: r["status"] for i, r in _load_done(
+            os.path.join(args.rerun_not_ok, "soak.jsonl")).items()
+            if r["status"] not in ("ok", "skip")}
+        indices = [i for i in indices if i in earlier]
     if args.limit is not None:
         indices = indices[:args.limit]
     os.makedirs(args.out, exist_ok=True)
@@ -634,6 +654,8 @@ def main(argv=None) -> int:
                 if rec["status"] not in ("ok", "skip"):
                     rec["log_tail"] = worker.log_tail(600)
                 worker.truncate_log()
+            if index in earlier:
+                rec["rerun_of"] = earlier[index]
             rec.setdefault("name", harnesses[index].fullname[:200])
             rec.setdefault("group", harnesses[index].group_name)
             results.write(json.dumps(rec) + "\n")
