@@ -100,7 +100,7 @@ OP_TABLE: dict[str, Lowering] = {
     # indexing: gather, scatter, dynamic slices (indexing.py)
     "stablehlo.gather": Lowering(indexing.gather),
     "stablehlo.dynamic_gather": Lowering(indexing.dynamic_gather),
-    "stablehlo.scatter": Lowering(indexing.scatter),
+    "stablehlo.scatter": Lowering(indexing.scatter, indexing.check_scatter),
     "stablehlo.dynamic_slice": Lowering(indexing.dynamic_slice),
     "stablehlo.dynamic_update_slice": Lowering(indexing.dynamic_update_slice),
     # reductions (reductions.py)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from jax import lax
 
-from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax
+from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, lowered
+from tf_ops import plain
 
 X = np.arange(15, dtype=np.float32).reshape(5, 3) - 4
 # In range, negative (wrapped by jnp), past the end and past -n: gather clamps the last two.
@@ -47,6 +48,10 @@ def test_gather_general_dimension_numbers():
                                       start_index_map=(1, 2))
     x_axis0 = lambda x, i: lax.gather(x, i.T, dn_t, (1, 2, 3), mode=PROMISE)  # noqa: E731
     assert_lowers_like_jax(x_axis0, x, i)
+    empty = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0, 1, 2),
+                                       start_index_map=())  # no index: element (0, 0, 0)
+    assert_lowers_like_jax(lambda x, i: lax.gather(x, i, empty, (1, 1, 1), mode=PROMISE), x,
+                           np.zeros([0], np.int32))
 
 
 def test_take_along_axis_and_vmap_use_batching_dims():
@@ -139,3 +144,14 @@ def test_complex_scatter_max_runs_jax_s_lexicographic_body():
     i = np.array([1, 1, 2], np.int32)
     u = np.array([2 + 1j, 2 - 3j, -1j], np.complex64)
     assert_lowers_like_jax(lambda c, i, u: (c.at[i].max(u), c.at[i].min(u)), c, i, u)
+
+
+def test_scatter_with_empty_index_vectors_is_refused():
+    """All updates target one window; XLA's CPU result departs from StableHLO there."""
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+                                     scatter_dims_to_operand_dims=())
+    f = lambda x, i, u: lax.scatter_add(x, i, u, dn, mode=PROMISE)  # noqa: E731
+    args = [np.zeros(3, np.float32), np.zeros([3, 0], np.int32), np.ones(3, np.float32)]
+    with pytest.raises(plain.PlainLoweringError, match="empty"):
+        lowered(f, args)
+    assert_lowers_like_jax(f, args[0], args[1][:1], args[2][:1])  # one update: no question
