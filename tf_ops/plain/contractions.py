@@ -145,6 +145,12 @@ def check_convolution(op: Op) -> str | None:
     spatial = len(op.attr("dimension_numbers")["input_spatial_dimensions"])
     if spatial > 3:
         return f"{spatial} spatial dimensions (TF convolves at most 3)"
+    result = op.result_types[0]
+    if (0 in op.operand_types[1].shape or 0 in result.shape) \
+            and any(result.shape[d] is None for d in
+                    op.attr("dimension_numbers")["output_spatial_dimensions"]):
+        return ("an empty kernel or result with a symbolic output size (TF's kernels reject "
+                "empty filters)")
     return None
 
 
@@ -209,7 +215,8 @@ def _zeros_result(lhs, rhs, result_type, out_perm):
     dtype = tf.as_dtype(result_type.dtype)
     shape = list(result_type.shape)
     if any(d is None for d in shape):
-        # Only the batch (from lhs) and output features (from rhs) can be symbolic here.
+        # Only the batch (from lhs) and output features (from rhs) can be symbolic here:
+        # check_convolution refuses symbolic spatial sizes with an empty kernel or result.
         batch_dim = out_perm[0]
         shape[batch_dim] = tf.shape(lhs, out_type=tf.int32)[0] if shape[batch_dim] is None \
             else shape[batch_dim]
