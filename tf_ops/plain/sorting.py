@@ -11,7 +11,10 @@ Each key becomes an integer tensor whose integer order is the comparator's order
 (`elementwise.total_order_key` for floats: -NaN < -inf < ... < -0.0 < +0.0 < ... < inf < NaN),
 and the permutation is built by stable sorts from the last key to the first (TopKV2 with k = n
 sorts descending and puts the lower index first among ties; ascending order sorts the bitwise
-complement, which reverses the order of every integer type without overflow). Every operand is
+complement, `key ^ -1`, which reverses the order of every signed integer type without overflow).
+Keys are signed integers only (unsigned ones with their sign bit flipped) and use only ops
+TFLite has as builtins (TopKV2, BitwiseXor, Bitcast, GatherV2), so a plain graph with a sort
+converts to TFLite without SELECT_TF_OPS. Every operand is
 then gathered with the permutation. Unstable sorts (`is_stable = false`) are sorted stably: XLA's
 CPU sort gives the same order on the harness cases.
 """
@@ -245,14 +248,19 @@ def ordering_key(x: tf.Tensor, kind: str) -> tf.Tensor:
     if x.dtype in ds.FLOATS:
         return ew.total_order_key(x)  # TOTALORDER, the only float order check_sort accepts
     if kind == "UNSIGNED":
-        return ds.as_unsigned(x)
+        # Flipping the sign bit of the same-width signed bits keeps the unsigned order: TFLite's
+        # TOPK_V2 and BITWISE_XOR take no uint16/uint32/uint64, and every key stays signed.
+        signed = ds.as_signed(x)
+        return tf.bitwise.bitwise_xor(signed, tf.constant(signed.dtype.min, signed.dtype))
     return ds.as_signed(x)
 
 
 def _stable_order(key: tf.Tensor, direction: str, n) -> tf.Tensor:
     """Positions along the last axis that sort `key` stably, ascending for LT."""
     if direction == "LT":
-        key = tf.bitwise.invert(key)
+        # x ^ -1 is the bitwise complement; tf.bitwise.invert (TF's Invert) has no TFLite
+        # builtin, BITWISE_XOR has.
+        key = tf.bitwise.bitwise_xor(key, tf.constant(-1, key.dtype))
     return tf.math.top_k(key, k=n, sorted=True).indices
 
 
