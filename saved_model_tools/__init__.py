@@ -5,7 +5,8 @@
   save_model      -- a Flax NNX / Linen, Equinox or Keras 3 (JAX backend) model, in one call.
   Signature       -- a further named entry point (other function, TF pre/post-processing).
   manifest        -- what we record inside the SavedModel (readable without JAX).
-  inspect, verify, tflite -- read, run and convert a SavedModel without JAX.
+  save_tfjs, save_model_tfjs -- a JAX function / framework model as a TF.js graph model.
+  inspect, verify, tflite, tfjs -- read, run and convert a SavedModel without JAX.
   cli             -- the `jax2tf-native` command line (`python -m saved_model_tools`).
 
 This package is the top layer: it imports `jax2tf_native` and `tf_ops`, nothing imports it
@@ -33,13 +34,16 @@ _WRITING_NAMES = {
     "save_exported": "saved_model_tools.writer_exported",
     "Signature": "saved_model_tools.signature",
     "save_model": "saved_model_tools.framework_models",
+    "save_tfjs": "saved_model_tools.writer_tfjs",
+    "save_model_tfjs": "saved_model_tools.writer_tfjs",
 }
 
 # Submodules the package resolves as attributes on first use (see the docstring).
 _SUBMODULES = frozenset({
     "atomic_dir", "cli", "commands", "demo", "demo_saved_model", "export_command",
     "framework_models", "inspect", "manifest", "pytree_inputs", "reference_file", "references",
-    "signature", "tf_envs", "tflite", "verify", "warmup", "writer", "writer_exported",
+    "signature", "tf_envs", "tfjs", "tfjs_command", "tflite", "verify", "warmup", "writer", "writer_exported",
+    "writer_tfjs",
 })
 
 

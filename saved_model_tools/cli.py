@@ -12,7 +12,7 @@ import os
 import sys
 
 import saved_model_tools
-from saved_model_tools import commands, export_command
+from saved_model_tools import commands, export_command, tfjs_command
 
 # TF's C++ logging prints pages of warnings at import; the CLI shows its own progress instead.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_inspect_command(subparsers)
     commands.add_verify_command(subparsers)
     commands.add_tflite_command(subparsers)
+    tfjs_command.add_tfjs_command(subparsers)
     return parser
 
 

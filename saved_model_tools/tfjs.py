@@ -87,7 +87,7 @@ def convert_to_tfjs(saved_model_dir: str | os.PathLike, out_dir: str | os.PathLi
         >>> sorted(p.name for p in report.out_dir.iterdir())
         ['group1-shard1of1.bin', 'model.json']
         >>> report.inputs
-        {'x': ('float32', [None, 3])}
+        {'input_0': ('float32', [None, 3])}
     """
     loaded = tf.saved_model.load(str(saved_model_dir))
     if signature not in loaded.signatures:

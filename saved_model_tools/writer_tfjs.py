@@ -1,0 +1,72 @@
+"""A JAX function or a framework model as a TF.js graph model (writing side: needs JAX).
+
+Both write a plain-ops SavedModel (`enable_xla=False`) into a temporary directory and convert
+it with `saved_model_tools.tfjs.convert_to_tfjs`; the SavedModel is discarded. docs/tfjs.md.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Callable, Sequence
+
+from saved_model_tools import framework_models, tfjs, writer
+
+
+def save_tfjs(out_dir: str | os.PathLike, fn: Callable, params: Any,
+              example_args: Sequence[Any], *, overwrite: bool = False,
+              **save_kwargs) -> tfjs.TfjsReport:
+    """Writes `fn(params, *args)` as a TF.js graph model (model.json + weight shards).
+
+    Args:
+      out_dir: the directory to write, atomically; nothing is written when a check fails.
+      fn, params, example_args: as for `saved_model_tools.save`.
+      overwrite: replace an existing `out_dir`.
+      **save_kwargs: as for `saved_model_tools.save` (polymorphic_shapes keeps a `None`
+        batch, input_names, ...); `enable_xla` is always False.
+
+    Returns:
+      `saved_model_tools.tfjs.TfjsReport`.
+
+    Raises:
+      PlainLoweringError: a JAX op with no exact plain-TF lowering.
+      saved_model_tools.tfjs.TfjsExportError: ops or dtypes TF.js does not run (each named).
+
+    Example:
+        >>> import tempfile, numpy as np
+        >>> from saved_model_tools.writer_tfjs import save_tfjs
+        >>> out = tempfile.mkdtemp() + "/js"
+        >>> report = save_tfjs(out, lambda w, x: np.float32(2) * x @ w,
+        ...                    np.ones((3, 2), np.float32), [np.ones((1, 3), np.float32)],
+        ...                    polymorphic_shapes=["(b, 3)"])
+        >>> report.inputs, report.outputs
+        ({'input_0': ('float32', [None, 3])}, {'output_0': ('float32', [None, 2])})
+    """
+    save_kwargs["enable_xla"] = False
+    with tempfile.TemporaryDirectory(prefix="jax2tf_tfjs_") as tmp:
+        writer.save(os.path.join(tmp, "saved_model"), fn, params, example_args,
+                    **save_kwargs)
+        return tfjs.convert_to_tfjs(os.path.join(tmp, "saved_model"), out_dir,
+                                    overwrite=overwrite)
+
+
+def save_model_tfjs(out_dir: str | os.PathLike, model: Any, example_args: Sequence[Any], *,
+                    overwrite: bool = False, **save_model_kwargs) -> tfjs.TfjsReport:
+    """Writes a framework model (Flax NNX / Linen, Equinox, Keras 3 on JAX) as a TF.js model.
+
+    Args:
+      out_dir: the directory to write, atomically.
+      model, example_args: as for `saved_model_tools.save_model`.
+      overwrite: replace an existing `out_dir`.
+      **save_model_kwargs: as for `saved_model_tools.save_model` (variables, method,
+        polymorphic_shapes, ...); `enable_xla` is always False.
+
+    Returns:
+      `saved_model_tools.tfjs.TfjsReport`.
+    """
+    save_model_kwargs["enable_xla"] = False
+    with tempfile.TemporaryDirectory(prefix="jax2tf_tfjs_") as tmp:
+        framework_models.save_model(os.path.join(tmp, "saved_model"), model, example_args,
+                                    **save_model_kwargs)
+        return tfjs.convert_to_tfjs(os.path.join(tmp, "saved_model"), out_dir,
+                                    overwrite=overwrite)
+

@@ -1,0 +1,124 @@
+"""Our TF.js export (saved_model_tools.tfjs / writer_tfjs / `jax2tf-native tfjs`), run by the
+real runtimes: @tensorflow/tfjs in Node at two batch sizes, and headless Chromium, against JAX.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import saved_model_tools
+from jax2tf_native import example_model
+from saved_model_tools import tfjs
+from tests.tfjs import tfjs_runtimes
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def test_private_freeze_entry_points_are_where_we_use_them():
+    """tf_ops/tfjs_graph.py uses private TF (freezing, Grappler); an upgrade that moves them
+    fails here by name."""
+    from tensorflow.python.framework import convert_to_constants
+    from tensorflow.python.grappler import cluster, tf_optimizer
+    assert callable(convert_to_constants.convert_variables_to_constants_v2)
+    assert callable(tf_optimizer.OptimizeGraph) and callable(cluster.Cluster)
+
+
+@pytest.fixture(scope="module")
+def example_cnn_js(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tfjs") / "cnn"
+    params = example_model.init_params()
+    report = saved_model_tools.save_tfjs(out, example_model.apply, params,
+                                         [example_model.example_images(2)],
+                                         polymorphic_shapes=[example_model.POLYMORPHIC_SHAPE])
+    return out, params, report
+
+
+def test_example_cnn_model_json_and_none_batch(example_cnn_js):
+    out, _, report = example_cnn_js
+    model = json.loads((out / "model.json").read_text())
+    assert model["format"] == "graph-model"
+    assert report.inputs == {"input_0": ("float32", [None, 28, 28, 1])}
+    names = {w["name"] for g in model["weightsManifest"] for w in g["weights"]}
+    assert {n["name"] for n in model["modelTopology"]["node"] if n["op"] == "Const"} <= names
+    assert not any(op.startswith("Xla") or op in ("Assert", "StringFormat")
+                   for op in report.op_types)
+    assert set(report.op_types) <= tfjs.supported_ops()[1]
+
+
+def test_example_cnn_in_node_at_two_batch_sizes(example_cnn_js):
+    out, params, _ = example_cnn_js
+    for batch in (1, 7):
+        images = example_model.example_images(batch, seed=batch)
+        (got,), _ = tfjs_runtimes.run_in_node(out, {"input_0": images})
+        want = np.asarray(jax.jit(example_model.apply)(params, images))
+        assert got.shape == (batch, example_model.NUM_CLASSES)
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def test_example_cnn_in_headless_chromium(example_cnn_js):
+    out, params, _ = example_cnn_js
+    calls = [{"input_0": example_model.example_images(b, seed=10 + b)} for b in (1, 3)]
+    results, page = tfjs_runtimes.run_in_chromium(out, calls)
+    print("chromium page:", page)
+    for call, (got,) in zip(calls, results):
+        want = np.asarray(jax.jit(example_model.apply)(params, call["input_0"]))
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def test_flax_linen_model_in_node(tmp_path):
+    from flax import linen as nn
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.LayerNorm()(nn.Dense(16)(x))
+            h = nn.gelu(h, approximate=False)
+            return nn.softmax(nn.Dense(4)(h) + jax.numpy.cumsum(h[:, :4], axis=1))
+
+    model = Block()
+    x = np.random.RandomState(0).randn(3, 6).astype(np.float32)
+    variables = model.init(jax.random.PRNGKey(0), x)
+    report = saved_model_tools.save_model_tfjs(tmp_path / "js", model, [x], variables=variables,
+                                               polymorphic_shapes=["(b, 6)"])
+    (name,) = report.inputs
+    for batch in (2, 5):
+        xb = np.random.RandomState(batch).randn(batch, 6).astype(np.float32)
+        (got,), _ = tfjs_runtimes.run_in_node(tmp_path / "js", {name: xb})
+        np.testing.assert_allclose(got, np.asarray(model.apply(variables, xb)),
+                                   rtol=RTOL, atol=ATOL)
+
+
+def test_xla_saved_model_is_refused_naming_the_op_and_the_fix(tmp_path):
+    saved_model_tools.save(tmp_path / "sm", lambda w, x: x @ w, np.ones((3, 2), np.float32),
+                           [np.ones((1, 3), np.float32)])
+    with pytest.raises(tfjs.TfjsExportError, match="XlaCallModule.*enable_xla=False"):
+        tfjs.convert_to_tfjs(tmp_path / "sm", tmp_path / "js")
+    assert not (tmp_path / "js").exists()
+
+
+def test_float64_input_is_refused_naming_the_input(tmp_path):
+    saved_model_tools.save(tmp_path / "sm", lambda w, x: x * w, np.float32(2),
+                           [np.ones((2,), np.float64)], enable_xla=False)
+    with pytest.raises(tfjs.TfjsExportError, match="input 'input_0' is float64.*cast"):
+        tfjs.convert_to_tfjs(tmp_path / "sm", tmp_path / "js")
+    assert not (tmp_path / "js").exists()
+
+
+def test_cli_converts_a_plain_saved_model(tmp_path, example_cnn_js):
+    saved_model_tools.save(tmp_path / "sm", lambda w, x: jax.nn.relu(x @ w),
+                           np.arange(6, dtype=np.float32).reshape(3, 2) - 2,
+                           [np.ones((1, 3), np.float32)], polymorphic_shapes=["(b, 3)"],
+                           enable_xla=False)
+    proc = subprocess.run([sys.executable, "-m", "saved_model_tools", "tfjs", str(tmp_path / "sm"),
+                           "--out", str(tmp_path / "js")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "input input_0: float32['?', 3]" in proc.stdout
+    x = np.array([[1, -2, 3], [0.5, 0, 4]], np.float32)
+    (got,), _ = tfjs_runtimes.run_in_node(tmp_path / "js", {"input_0": x})
+    np.testing.assert_allclose(got, np.maximum(x @ (np.arange(6).reshape(3, 2) - 2), 0),
+                               rtol=RTOL, atol=ATOL)
