@@ -547,18 +547,34 @@ def _scatter_selected(ctx, scatter_region, scatter_ops, operand, padded, source,
     body into its chosen position, in XLA's order (windows row-major). For one position the
     windows covering it come in row-major order exactly when their chosen offsets come in
     reverse row-major order, so offsets are visited last to first; each offset's values land
-    at `offset + window * stride`, a strided placement with no collisions."""
-    rank = operand.shape.rank
+    at `offset + window * stride`, a placement with no collisions."""
     windows_shape = _sizes(chosen_k)
     padded_shape = _sizes(padded)
-    result = tf.fill(tf.shape(padded), init)
     zero = tf.zeros([], source.dtype)
+    # The result lives split as the windowed view reads it (a strided dimension of length L
+    # as [L / s, s], L padded to a multiple of s): one offset's values are then a plain pad
+    # of the windows' values, [o // s + i, o % s] for window i.
+    strides = window.strides
+    extra = [(st - size % st) % st for size, st in zip(padded_shape, strides)]
+    split_shape = []
+    for size, e, st in zip(padded_shape, extra, strides):
+        split_shape += [(size + e) // st, st] if st > 1 else [size]
+    result = tf.fill(_vector(split_shape), init)
 
     def place(offsets, values, fill):
-        tails = [size - o - (count - 1) * stride - 1 for size, o, count, stride in
-                 zip(padded_shape, offsets, windows_shape, window.strides)]
-        return dilate_and_pad(values, fill, window.strides,
-                              [[o, tail] for o, tail in zip(offsets, tails)])
+        shape, rows = [], []
+        for o, count, size, e, st in zip(offsets, windows_shape, padded_shape, extra, strides):
+            if st > 1:
+                q, r = o // st, o % st
+                shape += [count, 1]
+                rows += [[q, (size + e) // st - q - count], [r, st - 1 - r]]
+            else:
+                shape.append(count)
+                rows.append([o, size - o - count])
+        expanded = tf.reshape(values, _vector(shape))
+        rows = rows if all(_is_int(v) for row in rows for v in row) else \
+            tf.stack([_vector(row) for row in rows])
+        return tf.pad(expanded, rows, constant_values=fill)
 
     def step(k, offsets, result):
         here = tf.logical_and(found, tf.equal(chosen_k, tf.cast(k, tf.int32)))
@@ -579,6 +595,7 @@ def _scatter_selected(ctx, scatter_region, scatter_ops, operand, padded, source,
             return i + 1, step(k, _offsets(k, window), result)
         _, result = tf.while_loop(lambda i, _: i < positions, body, (tf.constant(0), result),
                                   parallel_iterations=1)
+    result = tf.reshape(result, _vector([size + e for size, e in zip(padded_shape, extra)]))
     lows = [lo for lo, _ in window.padding]
     return tf.strided_slice(result, lows, _vector([lo + s for lo, s in
                                                    zip(lows, _sizes(operand))]))
