@@ -183,12 +183,22 @@ def _compare(signature, batch, name, got, want, expected, rtol, atol) -> OutputC
     if got.dtype != want.dtype:
         return _check(signature, batch, name, expected, False,
                       detail=f"dtype {got.dtype}, expected {want.dtype}")
-    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    both_nan = np.isnan(diff) & np.isnan(want.astype(np.float64))
-    diff = np.where(both_nan, 0.0, diff)
-    passed = bool(np.all(diff <= atol + rtol * np.abs(want.astype(np.float64))))
+    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    # NaN where JAX has NaN and equal infinities match; without these, inf - inf and the
+    # tolerance of a NaN are NaN and fail every output holding one (a sort of NaN input).
+    same = (got64 == want64) | (np.isnan(got64) & np.isnan(want64))
+    with np.errstate(invalid="ignore"):
+        diff = np.where(same, 0.0, np.abs(got64 - want64))
+        passed = bool(np.all(same | (diff <= atol + rtol * np.abs(want64))))
+    detail = ""
+    if not passed:
+        worst = np.unravel_index(int(np.argmax(np.where(same, -1.0, np.nan_to_num(
+            diff, nan=np.inf)))), diff.shape)
+        detail = (f"worst at {tuple(int(i) for i in worst)}: got {got64[worst]:.6g}, "
+                  f"expected {want64[worst]:.6g}")
     return _check(signature, batch, name, expected, passed,
-                  float(diff.max()) if diff.size else 0.0, rtol, atol)
+                  float(np.nanmax(diff)) if diff.size and not np.all(np.isnan(diff)) else 0.0,
+                  rtol, atol, detail=detail)
 
 
 def _tf_cases(directory: Path, signature: str, runner, batch_size: int | None) -> list:
