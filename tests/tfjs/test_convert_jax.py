@@ -20,7 +20,10 @@ import numpy as np
 import pytest
 
 from saved_model_tools import tfjs
-from tests.tfjs import convert_jax_models, tfjs_runtimes
+from tests.tfjs import tfjs_runtimes
+
+pytest.importorskip("flax", reason="the models are Flax Linen modules (the frameworks extra)")
+from tests.tfjs import convert_jax_models  # noqa: E402  (after the flax check)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TFJS_PACKAGES = ["tensorflowjs==4.22.0", "tensorflow-hub==0.16.1", "tf-keras==2.21.0"]

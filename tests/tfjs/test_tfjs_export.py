@@ -109,6 +109,14 @@ def test_float64_input_is_refused_naming_the_input(tmp_path):
     assert not (tmp_path / "js").exists()
 
 
+def test_op_tfjs_lacks_is_named_at_export(tmp_path):
+    """TF.js 4.22 has no LeftShift kernel; the plain graph of jnp.left_shift has one."""
+    with pytest.raises(tfjs.TfjsExportError, match="op 'LeftShift' is not in TF.js 4.22.0"):
+        saved_model_tools.save_tfjs(tmp_path / "js", lambda s, x: jax.numpy.left_shift(x, s),
+                                    np.int32(2), [np.arange(4, dtype=np.int32)])
+    assert not (tmp_path / "js").exists()
+
+
 def test_cli_converts_a_plain_saved_model(tmp_path, example_cnn_js):
     saved_model_tools.save(tmp_path / "sm", lambda w, x: jax.nn.relu(x @ w),
                            np.arange(6, dtype=np.float32).reshape(3, 2) - 2,
