@@ -8,7 +8,19 @@ the built-in example CNN converts with TFLITE_BUILTINS only, Variables folded in
 polymorphic batch kept (input shape_signature -1; the signature runner resizes per call).
 A module with an op that has no TFLite legalization fails to convert, and SELECT_TF_OPS does not
 rescue it, because the failing op is a StableHLO op inside the module, not a TF op: measured for
-sort (also `lax.top_k`), fft, and the variadic reduce of `jnp.argmax`.
+sort (also `lax.top_k`; "'vhlo.sort_v1' op is not part of the vhlo support yet"), complex fft
+("vhlo.fft_v1"), and the variadic reduce of `jnp.argmax` / `argmin` ("mhlo.reduce").
+
+A SavedModel saved with `enable_xla=False` (plain TF ops) goes through the converter's TF-op
+path instead: sort, argsort (ascending and descending, NaN placed as JAX places it), top_k,
+argmax/argmin, cumsum and cummax convert with TFLITE_BUILTINS only (TOPK_V2, GATHER,
+BITWISE_XOR, CUMSUM, ...), keep the dynamic batch, and match JAX exactly
+(tests/saved_model_tools/test_tflite.py). Not there: cumprod (TF's Cumprod is no builtin:
+FlexCumprod, which needs SELECT_TF_OPS and a Flex-linked runtime; TF 2.21's tf.lite.Interpreter
+has none, so such a model converts but cannot be checked here), and complex fft (the converter
+rewrites it to RFFT2D and the interpreter fails to prepare its RESHAPE); `jnp.fft.rfft`
+converts either way. The example CNN and a transformer block convert with builtins by both
+routes.
 """
 from __future__ import annotations
 
@@ -105,8 +117,16 @@ class TfliteReport:
             lines.append("NOT CONVERTED with TFLITE_BUILTINS; the converter reported:")
             lines.extend(f"  {e}" for e in self.conversion_errors)
             lines.append(f"SELECT_TF_OPS: {self.select_tf_ops}")
-            lines.append("Fix: replace the ops named above in the JAX function (each line points "
-                         "at the JAX source), or serve with TF Serving instead of TFLite.")
+            if any("hlo." in e for e in self.conversion_errors):
+                # A StableHLO op inside XlaCallModule without a TFLite legalization.
+                lines.append("Fix: save with enable_xla=False (export --no-xla): as plain TF "
+                             "ops, sort, top_k and argmax convert with TFLITE_BUILTINS; or "
+                             "replace the ops named above in the JAX function (each line "
+                             "points at the JAX source), or serve with TF Serving.")
+            else:
+                lines.append("Fix: replace the ops named above in the JAX function (each line "
+                             "points at the JAX source), or serve with TF Serving instead of "
+                             "TFLite.")
             return "\n".join(lines) + "\n"
         batch = (f"batch fixed at {self.fixed_batch}" if self.fixed_batch is not None
                  else "dynamic batch")

@@ -55,7 +55,7 @@ def test_unconvertible_module_is_reported_not_written(argmax_model, tmp_path, ca
     text = capsys.readouterr().out
     assert code == 4 and not out.exists(), text
     assert "NOT CONVERTED" in text and "mhlo.reduce" in text
-    assert "SELECT_TF_OPS: also fails" in text
+    assert "SELECT_TF_OPS: also fails" in text and "enable_xla=False (export --no-xla)" in text
     assert "conftest.py" in text  # the error line points at the JAX source (argmax_apply)
 
 
