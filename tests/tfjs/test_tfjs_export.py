@@ -93,6 +93,36 @@ def test_flax_linen_model_in_node(tmp_path):
                                    rtol=RTOL, atol=ATOL)
 
 
+def test_while_loop_and_int32_ids_in_node(tmp_path):
+    """A fori_loop becomes StatelessWhile with library functions (their Consts become weights
+    named `function/const`), run with executeAsync; int32 token ids gather an embedding."""
+    def loop(w, x):
+        return jax.lax.fori_loop(0, 3, lambda i, h: jax.numpy.tanh(h @ w) + 0.5 * i, x)
+
+    w = np.random.RandomState(0).randn(4, 4).astype(np.float32) / 2
+    report = saved_model_tools.save_tfjs(tmp_path / "loop", loop, w, [np.ones((2, 4), np.float32)],
+                                         polymorphic_shapes=["(b, 4)"])
+    assert report.needs_execute_async and "StatelessWhile" in report.op_types
+    model = json.loads((tmp_path / "loop" / "model.json").read_text())
+    functions = [f["signature"]["name"] for f in model["modelTopology"]["library"]["function"]]
+    weights = [w["name"] for g in model["weightsManifest"] for w in g["weights"]]
+    assert any(name.split("/")[0] in functions for name in weights)
+    for batch in (1, 3):
+        x = np.random.RandomState(batch).randn(batch, 4).astype(np.float32)
+        (got,), _ = tfjs_runtimes.run_in_node(tmp_path / "loop", {"input_0": x})
+        np.testing.assert_allclose(got, np.asarray(jax.jit(loop)(w, x)), rtol=RTOL, atol=ATOL)
+
+    def embed(table, ids):
+        return jax.numpy.take(table, ids, axis=0).sum(axis=1)
+
+    table = np.random.RandomState(1).randn(10, 3).astype(np.float32)
+    saved_model_tools.save_tfjs(tmp_path / "embed", embed, table, [np.zeros((2, 5), np.int32)],
+                                polymorphic_shapes=["(b, 5)"])
+    ids = np.random.RandomState(2).randint(0, 10, (3, 5)).astype(np.int32)
+    (got,), _ = tfjs_runtimes.run_in_node(tmp_path / "embed", {"input_0": ids})
+    np.testing.assert_allclose(got, np.asarray(embed(table, ids)), rtol=RTOL, atol=ATOL)
+
+
 def test_xla_saved_model_is_refused_naming_the_op_and_the_fix(tmp_path):
     saved_model_tools.save(tmp_path / "sm", lambda w, x: x @ w, np.ones((3, 2), np.float32),
                            [np.ones((1, 3), np.float32)])
