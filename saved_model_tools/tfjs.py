@@ -146,13 +146,16 @@ def _input_keys(function, inputs) -> list[str]:
 
 def _op_problems(graph_def) -> list[str]:
     version, supported = supported_ops()
-    missing = sorted(tfjs_graph.library_op_types(graph_def) - supported)
-    if not missing:
-        return []
-    hint = (" (XlaCallModule: the model was saved with XLA. Fix: save it with "
-            "enable_xla=False / export --no-xla)") if "XlaCallModule" in missing else ""
-    return [f"op {op!r} is not in TF.js {version}'s supported ops{hint if op.startswith('Xla') else ''}"
-            for op in missing]
+    problems = []
+    for op in sorted(tfjs_graph.library_op_types(graph_def) - supported):
+        if op == "XlaCallModule" or op.startswith("Xla"):
+            fix = ("the model was saved with XLA. Fix: save it with enable_xla=False "
+                   "(export --no-xla)")
+        else:
+            fix = ("TF.js has no kernel for it. Fix: replace the JAX operation that lowers to "
+                   f"{op} (`jax2tf-native inspect` lists the op types of a saved model)")
+        problems.append(f"op {op!r} is not in TF.js {version}'s supported ops: {fix}")
+    return problems
 
 
 def _boundary_problems(keys, tensors, kind) -> list[str]:

@@ -72,11 +72,15 @@ _PAGE = """<!doctype html><html><body><pre id="out">running</pre>
     const results = [];
     for (const inputs of request.calls) {
       const feed = {};
-      for (const [name, s] of Object.entries(inputs)) feed[name] = tf.tensor(s.data, s.shape, s.dtype);
+      for (const [name, s] of Object.entries(inputs)) {
+        feed[name] = tf.tensor(s.data, s.shape, s.dtype);
+      }
       let out = await model.executeAsync(feed);
       out = Array.isArray(out) ? out : [out];
       const arrays = [];
-      for (const t of out) arrays.push({dtype: t.dtype, shape: t.shape, data: Array.from(await t.data())});
+      for (const t of out) {
+        arrays.push({dtype: t.dtype, shape: t.shape, data: Array.from(await t.data())});
+      }
       results.push(arrays);
     }
     document.getElementById('out').textContent = 'done';
