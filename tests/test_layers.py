@@ -161,7 +161,8 @@ print(json.dumps(result))
 READING_TOOLS = ["saved_model_tools", "saved_model_tools.manifest", "saved_model_tools.warmup",
                  "saved_model_tools.inspect", "saved_model_tools.verify",
                  "saved_model_tools.verify_child", "saved_model_tools.tflite",
-                 "saved_model_tools.commands", "saved_model_tools.cli"]
+                 "saved_model_tools.commands", "saved_model_tools.cli",
+                 "saved_model_tools.tfjs", "saved_model_tools.tfjs_command"]
 
 
 def test_reading_tools_import_without_jax():
