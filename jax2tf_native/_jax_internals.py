@@ -57,6 +57,37 @@ def collecting_call_tf_functions() -> Iterator[list]:
         state.call_tf_concrete_function_list = previous
 
 
+# Why: jax2tf raises "convert must be used outside all JAX transformations" when a converted
+# function is called while JAX traces, even when no argument is a tracer (`jax.vmap(lambda y: y
+# + f_tf())`, a nested convert): the result would be a TF value inside a JAX trace. JAX's trace
+# state (`jax._src.core.trace_state_clean`) is the only way to tell, and jax2tf reads the same.
+# TF code that jax2tf's call_tf runs while JAX traces may legitimately call converted functions:
+# jax2tf marks that with `_thread_local_state.inside_call_tf`; we mark our own call_tf shape
+# resolution (below) with `_tf_called_from_jax`.
+from jax._src import core as _jax_core  # noqa: E402
+
+_tf_called_from_jax = threading.local()
+
+
+def inside_jax_transformation() -> bool:
+    """Whether JAX is tracing now, outside TF code that call_tf runs (where TF may call
+    converted functions)."""
+    if _jax_core.trace_state_clean() or getattr(_tf_called_from_jax, "depth", 0):
+        return False
+    peer = sys.modules.get(CALL_TF_PEER_MODULE)
+    return not (peer is not None and getattr(peer._thread_local_state, "inside_call_tf", False))
+
+
+@contextlib.contextmanager
+def tf_called_from_jax() -> Iterator[None]:
+    """Marks TF code run while JAX traces a call_tf (converted functions may run in it)."""
+    _tf_called_from_jax.depth = getattr(_tf_called_from_jax, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _tf_called_from_jax.depth -= 1
+
+
 # Why: TF's XlaSharding op takes an XLA OpSharding, and JAX 0.10 exports record shardings as
 # NamedShardings (`Exported.in_shardings_jax(None)`, public) whose HLO form has no public
 # accessor. jax2tf calls the same method (through jax._src.export._export.named_to_hlo_sharding).
@@ -120,7 +151,8 @@ def _install_call_tf_abstract_eval_wrapper(primitive) -> None:
     def abstract_eval(*avals, **params):
         resolver = getattr(_call_tf_resolver, "fn", None)
         if resolver is not None:
-            resolved = resolver(avals, params)
+            with tf_called_from_jax():
+                resolved = resolver(avals, params)
             if resolved is not None:
                 params = dict(params, output_avals=resolved)
         return peer_eval(*avals, **params)

@@ -139,6 +139,7 @@ class OutputShapeResolver:
     def _fail(self, avals, k: int, j: int | None, why: str):
         where = f"result {k}" + ("" if j is None else f", dimension {j}")
         raise CallTfShapeError(
+            f"call_tf cannot call functions whose output has dynamic shape: "
             f"call_tf({self._name}), call #{self.calls} in order, with arguments "
             f"{_describe(avals)} under polymorphic shapes: its {where} has no symbolic shape: "
             f"{why}. Expected a dimension TF can infer from the argument shapes. Fix: declare "

@@ -85,6 +85,26 @@ def _is_symbolic_call_tf(eqn, primitive) -> bool:
         [v.aval for v in eqn.invars] + [v.aval for v in eqn.outvars])
 
 
+def _symbolic_call_tf_inside(eqn, primitive):
+    """The first call_tf equation with symbolic shapes nested in `eqn`, None if none."""
+    for sub in jex_core.jaxprs_in_params(eqn.params):
+        for e in sub.eqns:
+            if _is_symbolic_call_tf(e, primitive):
+                return e
+            found = _symbolic_call_tf_inside(e, primitive)
+            if found is not None:
+                return found
+    return None
+
+
+def peer_phrase(output_shape_dtype_declared: bool) -> str:
+    """What jax2tf says for a call_tf result of symbolic shape it cannot run: without
+    `output_shape_dtype`, its abstract evaluation refuses the dynamic shape; with it, compiling
+    the TF function at symbolic shapes fails. Our `CallTfShapeError`s start with it."""
+    return ("Error compiling TensorFlow function" if output_shape_dtype_declared
+            else "call_tf cannot call functions whose output has dynamic shape")
+
+
 def _holds_symbolic_call_tf(eqn, primitive) -> bool:
     return any(_is_symbolic_call_tf(e, primitive) or _holds_symbolic_call_tf(e, primitive)
                for sub in jex_core.jaxprs_in_params(eqn.params) for e in sub.eqns)
@@ -146,8 +166,11 @@ class _Program:
         what = ("a custom_vjp/custom_jvp of your own (its rule would be lost)"
                 if name.startswith("custom_") else f"`{name}` (lax.scan, lax.cond, "
                 f"lax.while_loop, ...)")
+        inside = _symbolic_call_tf_inside(eqn, self.primitive)
+        declared = inside is not None and inside.params.get("output_avals") is not None
         raise CallTfShapeError(
-            f"A call_tf with polymorphic shapes sits inside {what}; jax2tf_native can split a "
+            f"{peer_phrase(declared)}: "
+            f"a call_tf with polymorphic shapes sits inside {what}; jax2tf_native can split a "
             f"converted function only at call_tf calls outside control flow (each TF call runs "
             f"between two exported modules, and a module cannot hold a TF function of symbolic "
             f"shape). Expected the call at the top level or in jax.jit. Fix: move the call_tf "

@@ -150,7 +150,9 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         TensorShape([7, 3])
     """
     if not callable(fun):
-        raise TypeError(f"convert expects a callable JAX function, got {type(fun).__name__} "
+        # "Expected a callable value" is jax2tf's (JAX's check_callable) phrase.
+        raise TypeError(f"Expected a callable value, got {fun!r:.60}: "
+                        f"convert expects a callable JAX function, got {type(fun).__name__} "
                         f"({fun!r:.60}). Fix: pass the function itself, e.g. convert(model_fn).")
     if native_serialization is not True:
         # As jax2tf (JAX 0.10) does: deprecated there, ignored, always native.
@@ -180,9 +182,13 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         residual_policy=_check_residual_policy(residual_policy, gradient_mode),
         export=exporting.ExportOptions(
             platforms=tf_platforms.canonical_platforms(
-                platforms if platforms is not None else native_serialization_platforms),
+                platforms if platforms is not None else native_serialization_platforms,
+                keyword=("platforms" if platforms is not None
+                         else "native_serialization_platforms")),
             disabled_checks=exporting.canonical_disabled_checks(
-                disabled_checks or native_serialization_disabled_checks),
+                disabled_checks or native_serialization_disabled_checks,
+                keyword=("disabled_checks" if disabled_checks
+                         else "native_serialization_disabled_checks")),
             stablehlo_version=tf_targets.target_stablehlo_version(target, stablehlo_version),
             linalg=exporting.check_linalg_mode(linalg), target_tf=target,
             plain=not enable_xla),

@@ -12,7 +12,6 @@ checked by the module itself.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import re
 from typing import Any, Callable, Sequence
@@ -98,51 +97,120 @@ class _MixedOps:
     non_negative = staticmethod(_tf_or_py(lambda a: tf.maximum(a, 0), lambda a: max(a, 0)))
 
 
-def evaluate(expr: str, env: dict, ops=_MixedOps, unknown: Callable[[str], Any] | None = None):
-    """Evaluates a JAX dimension expression string (as `str(dim)` prints it)."""
-    tree = ast.parse(expr.replace("^", "**"), mode="eval")
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|//|[-+*%^(),]))")
 
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id in env:
-                return env[node.id]
-            if unknown is not None:
-                return unknown(node.id)
-            raise _Unknown(node.id)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
-        if isinstance(node, ast.BinOp):
-            a, b = ev(node.left), ev(node.right)
-            if isinstance(a, _Linear) or isinstance(b, _Linear):
-                if isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
-                    return {ast.Add: lambda: a + b, ast.Sub: lambda: a - b,
-                            ast.Mult: lambda: a * b}[type(node.op)]()
-                raise _NonLinear()
-            if isinstance(node.op, ast.Add):
+
+def _tokens(expr: str) -> list[tuple[str, Any]]:
+    """("int", 2) / ("name", "b") / ("op", "*") tokens of a dimension expression.
+
+    Names are any identifiers, Python keywords included: Keras names unknown dimensions
+    `a ... z, aa, ab, ...`, so `as`, `if` and `in` are dimension variables there, as in JAX."""
+    tokens, pos, expr = [], 0, expr.rstrip()
+    while pos < len(expr):
+        m = _TOKEN.match(expr, pos)
+        if not m or m.end() == pos:
+            raise _NonLinear()  # not an expression we know: the module checks it
+        number, name, op = m.groups()
+        tokens.append(("int", int(number)) if number is not None else
+                      ("name", name) if name is not None else ("op", op))
+        pos = m.end()
+    return tokens
+
+
+def evaluate(expr: str, env: dict, ops=_MixedOps, unknown: Callable[[str], Any] | None = None):
+    """Evaluates a JAX dimension expression string (as `str(dim)` prints it, or a constraint
+    side): integers, names, `+ - * // % ^ **`, unary minus, parentheses and the calls
+    `floordiv mod max min non_negative`. Its own small parser, not Python's: dimension names
+    may be Python keywords (`as`, `if`, `in`), which JAX accepts.
+
+    Example:
+        >>> evaluate("2*as + floordiv(in, 2)", {"as": 3, "in": 5}, ops=_PyOps)
+        8
+    """
+    tokens = _tokens(expr)
+    pos = 0
+
+    def peek():
+        return tokens[pos] if pos < len(tokens) else ("end", None)
+
+    def take(kind=None, value=None):
+        nonlocal pos
+        token = peek()
+        if (kind and token[0] != kind) or (value is not None and token[1] != value):
+            raise _NonLinear()
+        pos += 1
+        return token
+
+    def binary(op, a, b):
+        if isinstance(a, _Linear) or isinstance(b, _Linear):
+            if op == "+":
                 return a + b
-            if isinstance(node.op, ast.Sub):
+            if op == "-":
                 return a - b
-            if isinstance(node.op, ast.Mult):
+            if op == "*":
                 return a * b
-            if isinstance(node.op, ast.Pow):
-                return a ** b
-            if isinstance(node.op, ast.FloorDiv):
-                return ops.floordiv(a, b)
-            if isinstance(node.op, ast.Mod):
-                return ops.mod(a, b)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and hasattr(ops, node.func.id)):
-            values = [ev(a) for a in node.args]
+            raise _NonLinear()
+        if op in ("^", "**"):
+            return a ** b
+        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                "//": lambda: ops.floordiv(a, b), "%": lambda: ops.mod(a, b)}[op]()
+
+    def sum_():  # sum := product (('+' | '-') product)*
+        value = product()
+        while peek() in (("op", "+"), ("op", "-")):
+            value = binary(take()[1], value, product())
+        return value
+
+    def product():  # product := unary (('*' | '//' | '%') unary)*
+        value = unary()
+        while peek() in (("op", "*"), ("op", "//"), ("op", "%")):
+            value = binary(take()[1], value, unary())
+        return value
+
+    def unary():  # unary := '-' unary | power
+        if peek() == ("op", "-"):
+            take()
+            return -unary()
+        return power()
+
+    def power():  # power := atom (('^' | '**') unary)?
+        value = atom()
+        if peek() in (("op", "^"), ("op", "**")):
+            value = binary(take()[1], value, unary())
+        return value
+
+    def atom():
+        kind, value = take()
+        if kind == "int":
+            return value
+        if kind == "op" and value == "(":
+            inner = sum_()
+            take("op", ")")
+            return inner
+        if kind != "name":
+            raise _NonLinear()
+        if peek() == ("op", "("):
+            take()
+            values = [sum_()]
+            while peek() == ("op", ","):
+                take()
+                values.append(sum_())
+            take("op", ")")
+            if not hasattr(ops, value) or value.startswith("_"):
+                raise _NonLinear()
             if any(isinstance(v, _Linear) for v in values):
                 raise _NonLinear()
-            return getattr(ops, node.func.id)(*values)
-        raise _NonLinear()
+            return getattr(ops, value)(*values)
+        if value in env:
+            return env[value]
+        if unknown is not None:
+            return unknown(value)
+        raise _Unknown(value)
 
-    return ev(tree)
+    result = sum_()
+    if pos != len(tokens):
+        raise _NonLinear()
+    return result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +253,11 @@ def _check(ok, message: str, asserts: list, values: Sequence = ()) -> None:
         _fail(message)
 
 
+# JAX's own shape-assertion phrases (jax.export), which jax2tf users see from the module and
+# match on: each message of ours starts with one, then names the argument and the fix.
+SPEC_MISMATCH = "Input shapes do not match the polymorphic shapes specification."
+CONSTRAINT_MISMATCH = "Input shapes do not match the symbolic shape constraint"
+
 _FIX = ("Fix: call with shapes that satisfy polymorphic_shapes, or give the dimensions "
         "different dimension variables if they may differ.")
 
@@ -205,12 +278,12 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
     asserts: list = []
     for spec, actual in zip(specs, actual_shapes):
         if len(actual) != len(spec.shape):
-            _fail(f"{spec.path} has rank {len(actual)} (shape {_fmt(actual)}), but the function "
+            _fail(f"{SPEC_MISMATCH} {spec.path} has rank {len(actual)} (shape {_fmt(actual)}), but the function "
                   f"was converted for rank {len(spec.shape)} (shape {_fmt(spec.shape)}). Fix: "
                   f"pass an array of rank {len(spec.shape)}, or convert again for this rank.")
         for i, (want, got) in enumerate(zip(spec.shape, actual)):
             if isinstance(want, int) and isinstance(got, int) and want != got:
-                _fail(f"{spec.path}.shape[{i}] is {got}, but the function was converted for "
+                _fail(f"{SPEC_MISMATCH} {spec.path}.shape[{i}] is {got}, but the function was converted for "
                       f"{want} there (shape {_fmt(spec.shape)}). Fix: pass shape "
                       f"{_fmt(spec.shape)}, or make that dimension symbolic in "
                       f"polymorphic_shapes.")
@@ -239,7 +312,10 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
             var = unknowns[0]
             k = linear.coeffs[var]
             rest = dim.actual - linear.const
-            _check(tf.equal(tf.math.floormod(rest, k), 0) if _is_tensor(rest) else rest % k == 0,
+            remainder = tf.math.floormod(rest, k) if _is_tensor(rest) else rest % k
+            _check(tf.equal(remainder, 0) if _is_tensor(rest) else remainder == 0,
+                   f"{SPEC_MISMATCH} Division had remainder {_show(remainder)} when computing "
+                   f"the value of '{var}': "
                    f"{dim.where} = {dim.actual if not _is_tensor(dim.actual) else '(run time)'} "
                    f"cannot equal {dim.expr} for an integer dimension variable `{var}` "
                    f"(spec {dim.spec} of {dim.path}). {_FIX}", asserts,
@@ -250,7 +326,8 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
     for var, value in env.items():
         src = source[var]
         _check(tf.greater_equal(value, 1) if _is_tensor(value) else value >= 1,
-               f"Dimension variable `{var}` must be >= 1, but {src.where} = "
+               f"{SPEC_MISMATCH} Expected value >= 1 for dimension variable '{var}': "
+               f"dimension variable `{var}` must be >= 1, but {src.where} = "
                f"{_show(src.actual)} gives {var} = {_show(value)} (spec {src.spec} of "
                f"{src.path}). {_FIX}", asserts, [(src.where, src.actual), (var, value)])
     for dim in dims:
@@ -265,7 +342,10 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
                            for v in names if v in source)
         ok = (tf.equal(tf.cast(dim.actual, tf.int64), tf.cast(expected, tf.int64))
               if _is_tensor(dim.actual) or _is_tensor(expected) else dim.actual == expected)
-        _check(ok, f"{dim.where} = {_show(dim.actual)}, but polymorphic shape {dim.spec} of "
+        _check(ok, f"{SPEC_MISMATCH} Found inconsistency between dimension size {dim.where} "
+                   f"(= {_show(dim.actual)}) and the specification '{dim.expr}' "
+                   f"(= {_show(expected)}): "
+                   f"{dim.where} = {_show(dim.actual)}, but polymorphic shape {dim.spec} of "
                    f"{dim.path} requires it to equal {dim.expr} = {_show(expected)} (dimension "
                    f"variable {origin}). {_FIX}", asserts,
                    [(dim.where, dim.actual), (dim.expr, expected)])
@@ -284,7 +364,8 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
         else:
             ok = {">=": a >= b, "<=": a <= b, "==": a == b}[op]
         values = ", ".join(f"{v} = {_show(env[v])}" for v in sorted(env))
-        _check(ok, f"The call breaks polymorphic constraint `{constraint}` ({values}). Fix: call "
+        _check(ok, f"{CONSTRAINT_MISMATCH} {constraint.strip()}: "
+                   f"the call breaks polymorphic constraint `{constraint}` ({values}). Fix: call "
                    f"with shapes that satisfy it, or relax polymorphic_constraints.", asserts,
                    [(v, env[v]) for v in sorted(env)])
     return asserts

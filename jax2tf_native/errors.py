@@ -1,14 +1,43 @@
 """Exceptions raised for bad inputs. Each message names the argument path, what was expected,
-what came, and the fix. They subclass ValueError/TypeError so generic handlers still work."""
+what came, and the fix.
+
+Drop-in rule (docs/compat.md, "Exceptions"): where `jax.experimental.jax2tf` raises in the same
+situation, our class is also an instance of the class it raises (ValueError, TypeError,
+`tf.errors.InvalidArgumentError`, `tf.errors.NotFoundError`) and the message starts with, or
+contains, its key phrase, so `except` clauses and message checks written for the peer still
+match; ours then adds the argument path, expected vs got, and the fix.
+"""
 from __future__ import annotations
+
+import tensorflow as tf
+
+
+class _TfErrorMixin:
+    """Lets one of our errors also be a `tf.errors.OpError` subclass (what the peer raises from
+    the XlaCallModule op): TF's classes take (node_def, op, message), ours the message alone.
+    `str(error)` and `error.message` are the message; it pickles as (message,)."""
+
+    def __init__(self, message: str = ""):
+        # OpError.__init__ resets `args` through BaseException.__init__(); set them after.
+        tf_base = next(c for c in type(self).__mro__ if issubclass(c, tf.errors.OpError)
+                       and c.__module__.startswith("tensorflow"))
+        tf_base.__init__(self, None, None, message)
+        self.args = (message,)
+
+    def __reduce__(self):
+        return type(self), (self.message,)
 
 
 class PolymorphicShapeError(ValueError):
     """`polymorphic_shapes` is malformed, or does not fit the arguments' pytree or shapes."""
 
 
-class ArgumentShapeError(ValueError):
-    """An argument's rank or dimension does not agree with the exported specification."""
+class ArgumentShapeError(_TfErrorMixin, ValueError, tf.errors.InvalidArgumentError):
+    """An argument's rank or dimension does not agree with the exported specification.
+
+    Also a `tf.errors.InvalidArgumentError`: for a call whose shapes break the polymorphic
+    specification (e.g. `b = 0`) jax2tf raises that from the module's shape assertions, with
+    JAX's phrase ("Input shapes do not match the polymorphic shapes specification. ...")."""
 
 
 class ArgumentTypeError(TypeError):
@@ -19,9 +48,13 @@ class GradientSpecError(ValueError):
     """`gradient_argnums` / `gradient_outputs` name an argument or result the function lacks."""
 
 
-class JaxTransformationError(TypeError):
-    """A converted (TF) function was called with JAX tracers: under `jax.jit`, `jax.vmap`,
-    `jax.grad` or inside a function being converted. It takes TF values, not JAX ones."""
+class JaxTransformationError(ValueError, TypeError):
+    """A converted (TF) function was called inside a JAX transformation: under `jax.jit`,
+    `jax.vmap`, `jax.grad` or inside a function being converted, with JAX tracers or no
+    arguments at all. It takes TF values, not JAX ones. A ValueError, as jax2tf's ("convert
+    must be used outside all JAX transformations"); also a TypeError, as it was before."""
+
+    PEER_PHRASE = "convert must be used outside all JAX transformations"
 
 
 class CallTfShapeError(PolymorphicShapeError):
@@ -38,11 +71,13 @@ class ExportedModuleError(ValueError):
     """An exported module (or its serialized bytes) cannot be run by the installed TensorFlow."""
 
 
-class ModuleNotRunnableHereError(ExportedModuleError):
+class ModuleNotRunnableHereError(_TfErrorMixin, ExportedModuleError, tf.errors.NotFoundError):
     """A module converts and saves, but this host cannot run it: it was exported for platforms
     TF here lacks (e.g. only "tpu" on a CPU machine), or for N devices with shard_map or
     collectives. Raised when the op would run (eagerly at the call; in a graph, by a guard op
-    whose message is the same)."""
+    whose message is the same). Also a `tf.errors.NotFoundError`, as the XlaCallModule op's
+    "The current platform CPU is not among the platforms required by the module" that jax2tf
+    raises eagerly."""
 
 
 class SymbolicCallTfFound(Exception):

@@ -22,8 +22,10 @@ logger = logging.getLogger("jax2tf_native")
 _VERSION_LOCK = threading.Lock()
 
 
-def canonical_disabled_checks(checks: Sequence[Any]) -> tuple[jax.export.DisabledSafetyCheck, ...]:
-    """Validates `disabled_checks`: each must be a `jax.export.DisabledSafetyCheck`."""
+def canonical_disabled_checks(checks: Sequence[Any], keyword: str = "disabled_checks"
+                              ) -> tuple[jax.export.DisabledSafetyCheck, ...]:
+    """Validates `disabled_checks`: each must be a `jax.export.DisabledSafetyCheck`; errors say
+    `keyword`, the name the caller used (e.g. "native_serialization_disabled_checks")."""
     if checks is None:
         return ()
     if isinstance(checks, (str, jax.export.DisabledSafetyCheck)):
@@ -32,8 +34,8 @@ def canonical_disabled_checks(checks: Sequence[Any]) -> tuple[jax.export.Disable
     for check in checks:
         if not isinstance(check, jax.export.DisabledSafetyCheck):
             raise TypeError(
-                f"disabled_checks entries must be jax.export.DisabledSafetyCheck values, got "
-                f"{check!r}. Fix: e.g. disabled_checks=[jax.export.DisabledSafetyCheck."
+                f"{keyword} entries must be jax.export.DisabledSafetyCheck values, got "
+                f"{check!r}. Fix: e.g. {keyword}=[jax.export.DisabledSafetyCheck."
                 f"custom_call('my_target')] or [jax.export.DisabledSafetyCheck.platform()].")
         result.append(check)
     return tuple(result)

@@ -8,8 +8,9 @@ import jax
 import tensorflow as tf
 
 from jax2tf_native import (artifact_sandbox, converter, export_cache, exporting, gradients,
-                           lapack_rewrite, sandbox_server, tf_args, tf_runner)
-from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
+                           lapack_rewrite, sandbox_server, static_refine, tf_args, tf_runner)
+from jax2tf_native.errors import (ArgumentShapeError, ArgumentTypeError, ExportedModuleError,
+                                  ModuleNotRunnableHereError)
 from jax2tf_native.exported_function import ExportedFunction, leaf_specs
 from tf_ops import custom_call_check, tf_targets, versions
 
@@ -107,7 +108,10 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
     rewrite = lapack_rewrite.rewrite_exported(
         deserialize(exported_or_bytes, stablehlo_version=stablehlo_version),
         enabled=rewrite_lapack)
-    exported = exporting.exported_for_target(rewrite.exported, target)
+    # A module whose main is dynamic where the artifact declares static shapes (JAX's own
+    # back-compat data) is refined to the declared shapes, as XlaCallModule would.
+    exported = exporting.exported_for_target(
+        static_refine.refined_to_declared_shapes(rewrite.exported), target)
     try:
         prepared = tf_runner.prepare(exported, leaf_specs(exported),
                                      stablehlo_version=stablehlo_version, target=target,
@@ -137,6 +141,8 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
             return jax.tree_util.tree_unflatten(exported.out_tree, run(values, asserts))
         try:
             outs = run(values, asserts)
+        except (ArgumentShapeError, ModuleNotRunnableHereError):
+            raise  # ours, also tf.errors.OpError subclasses (as the peer's): already clear
         except tf.errors.OpError as e:
             # The arguments passed our checks, so TF failing to refine or compile the module
             # means the artifact is broken (e.g. a corrupt constant that still verifies).

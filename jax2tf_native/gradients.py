@@ -55,11 +55,14 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from jax2tf_native import tf_runner
+from tf_ops import arguments as tf_arguments
 from tf_ops import gradient_ops, tape_state
 
+# Starts with jax2tf's own sentence (TF prefixes "Gradient explicitly disabled. Reason: ").
 PREVENT_GRADIENT_MESSAGE = (
-    "The function was converted by jax2tf_native with with_gradient=False, so it has no "
-    "gradient. Fix: convert with with_gradient=True (the default).")
+    "The jax2tf-converted function does not support gradients: it was converted by "
+    "jax2tf_native with with_gradient=False, so it has no gradient. Fix: convert with "
+    "with_gradient=True (the default).")
 
 GRADIENT_ORDER_MESSAGE = (
     "This gradient was built with gradient_order={order}: TF cannot save (or was asked not to "
@@ -188,6 +191,10 @@ def _gradient(node, xs, outs, residuals, gradient_order) -> Callable:
                   and not plan.backward.plain else contextlib.nullcontext()):
                 cotangents = gradient_ops.cotangents(cts, outs, plan.diff_out, plan.every_array)
             vjp_args = list(xs) + cotangents
+            if not tf.executing_eagerly():
+                # As jax2tf names its VJP's inputs (primal inputs, then cotangents), so that
+                # tools find `jax2tf_vjp/jax2tf_arg_N`; identities, free once compiled.
+                vjp_args = tf_arguments.named(vjp_args, "jax2tf_arg_{}")
             if plan.backward is not None:
                 def value():
                     with gradient_ops.one_xla_cluster(enabled=not plan.backward.plain):
@@ -205,6 +212,8 @@ def _gradient(node, xs, outs, residuals, gradient_order) -> Callable:
                 in_cts = _call_with_value(plan.vjp, vjp_args, value, next_order)
             if plan.every_array:
                 in_cts = [in_cts[i] for i in plan.diff_in]
+            if not tf.executing_eagerly():
+                in_cts = tf_arguments.named(in_cts, "jax2tf_out")  # as jax2tf's
             return _scatter(in_cts, plan.diff_in, len(xs))
 
     return grad

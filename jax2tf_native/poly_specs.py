@@ -132,7 +132,9 @@ def leaf_spec(path: str, spec: str | None, shape: Sequence[int | None], dtype,
     if spec is None:
         unknown = [i for i, d in enumerate(shape) if d is None]
         if unknown:
+            # jax2tf's phrase for this case (JAX parses a None spec against a None size).
             raise PolymorphicShapeError(
+                f"syntax error in symbolic shape None for {path}: "
                 f"{path} has dimension {unknown[0]} unknown while tracing (shape "
                 f"{_fmt(shape)}), but polymorphic_shapes gives no symbolic dimension for it. "
                 f"Fix: pass polymorphic_shapes with a dimension variable there, e.g. "
@@ -196,10 +198,9 @@ def _spec_rank(spec: str) -> tuple[int | None, bool]:
 
 
 def _strip_jax_prefix(e: Exception) -> str:
-    text = str(e)
-    if text.startswith("syntax error in symbolic shape"):
-        text = text.split(": ", 1)[1]
-    return text.split("; like=")[0].split(". Parsed")[0]
+    """JAX's message without its echo of the actual shape and parser state (ours says both);
+    its leading "syntax error in symbolic shape ..." is kept: jax2tf users match on it."""
+    return str(e).split("; like=")[0].split(". Parsed")[0]
 
 
 def _fmt(shape) -> str:

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
+from jax2tf_native import _jax_internals
 from jax2tf_native.errors import ArgumentTypeError, JaxTransformationError
 from tf_ops import dtypes
 
@@ -42,11 +43,24 @@ _TRANSFORMATIONS = {"BatchTracer": "jax.vmap", "JVPTracer": "jax.grad/jax.jvp",
                     "DynamicJaxprTracer": "jax.jit (or convert, export, lax control flow)"}
 
 
+def reject_transformation(transformation: str) -> None:
+    """Raises `JaxTransformationError` for a call inside a JAX transformation that passed no
+    tracer (a converted function of no traced argument, e.g. `convert(lambda: ...)()` under
+    `jax.vmap`, or a nested `convert`), as jax2tf detects it from JAX's trace state."""
+    raise JaxTransformationError(
+        f"{JaxTransformationError.PEER_PHRASE}: a function made by convert was called while "
+        f"JAX traces {transformation} (no argument of the call is a JAX tracer, but its result "
+        f"would be used by JAX); it runs TensorFlow ops on TF values and cannot be traced by "
+        f"JAX (jit, vmap, grad, or a nested convert). Fix: inside JAX code call the original "
+        f"JAX function instead of its converted version; to call TensorFlow code from JAX, "
+        f"wrap it with jax2tf_native.call_tf (jax.experimental.jax2tf.call_tf).")
+
+
 def _reject_tracer(path: str, leaf: jax.core.Tracer) -> None:
     transformation = _TRANSFORMATIONS.get(type(leaf).__name__,
                                           f"a JAX transformation ({type(leaf).__name__})")
     raise JaxTransformationError(
-        f"{path} is a JAX tracer ({leaf.aval.str_short()}) from {transformation}: a function "
+        f"{JaxTransformationError.PEER_PHRASE}: {path} is a JAX tracer ({leaf.aval.str_short()}) from {transformation}: a function "
         f"made by convert runs TensorFlow ops on TF values and cannot be traced by JAX (jit, "
         f"vmap, grad, or a nested convert). Fix: inside JAX code call the original JAX "
         f"function instead of its converted version; to call TensorFlow code from JAX, wrap "
@@ -61,7 +75,9 @@ def _to_tensor(path: str, leaf: Any) -> tf.Tensor:
     if leaf is None or isinstance(leaf, (str, bytes)) or not (
             isinstance(leaf, (np.ndarray, np.generic, int, float, complex, bool))
             or hasattr(leaf, "__array__")):
+        # "Argument ... is not a valid JAX type" is jax2tf's (JAX's) phrase for this case.
         raise ArgumentTypeError(
+            f"Argument '{leaf!s:.60}' of type {type(leaf)} is not a valid JAX type: "
             f"{path} is {type(leaf).__name__} ({leaf!r:.60}), not an array. Fix: pass a "
             f"tf.Tensor, tf.Variable, numpy array or Python number there (a None leaf in a "
             f"pytree counts as an empty node only if JAX sees it so; remove it otherwise).")
@@ -110,4 +126,7 @@ def flatten_args(args: tuple, kwargs: dict) -> tuple[list[ArgLeaf], Any]:
                 f"tf.function an input_signature with a known rank (see "
                 f"jax2tf_native.input_signature).")
         result.append(ArgLeaf(path, value, shape, dtype))
+    if _jax_internals.inside_jax_transformation():
+        reject_transformation("a JAX transformation (jax.jit, jax.vmap, jax.grad, or a nested "
+                              "convert)")
     return result, treedef

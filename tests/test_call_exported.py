@@ -62,3 +62,22 @@ def test_without_gradient_prevents_gradient():
     np.testing.assert_allclose(y.numpy(), np.sin(np.ones(3)), rtol=1e-6)
     with pytest.raises(LookupError, match="with_gradient=True"):
         tape.gradient(y, x)
+
+
+def test_portable_export_after_a_lapack_rewrite_has_no_lapack_call_only_its_locations():
+    """Why `pytest --doctest-modules` once found "lapack_" in linalg/rules.py's example after
+    other examples ran: JAX caches the trace of jnp.linalg's nested `_lu_solve` with the source
+    locations of its first caller, here lapack_rewrite/adapters.py (call_exported's LAPACK
+    rewrite). The lowering stays portable: only the module text's locations name the file."""
+    from jax2tf_native import lapack_rewrite
+    from jax2tf_native.linalg import rules
+    from tf_ops import custom_call_check
+    a, b = np.eye(3, dtype=np.float32) * 2, np.ones(3, np.float32)
+    native = jax.export.export(jax.jit(jnp.linalg.solve))(a, b)
+    assert "lapack_sgetrf_ffi" in lapack_rewrite.rewrite_exported(native).rewritten_targets
+    portable = jax.export.export(jax.jit(jnp.linalg.inv), platforms=("cpu",),
+                                 _override_lowering_rules=rules.portable_lowering_rules())(a)
+    assert custom_call_check.custom_call_targets(portable) == []
+    text = portable.mlir_module()
+    if "lapack_" in text:  # the cached trace's locations, never a call
+        assert all("lapack_rewrite" in line for line in text.splitlines() if "lapack_" in line)

@@ -38,7 +38,8 @@ def test_converted_function_under_jax_transformation_says_what_and_the_fix(name)
     with pytest.raises(JaxTransformationError) as info:
         transform(jax2tf_native.convert(jnp.sin))(X)
     message = str(info.value)
-    assert message.startswith("args[0] is a JAX tracer (float32[")
+    assert message.startswith("convert must be used outside all JAX transformations: "
+                              "args[0] is a JAX tracer (float32[")
     assert mentioned in message
     assert "Fix: inside JAX code call the original JAX function" in message
     assert "call_tf" in message

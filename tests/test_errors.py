@@ -25,7 +25,9 @@ def test_constant_dimension_mismatch_after_conversion():
     f_graph = tf.function(jax2tf_native.convert(add, polymorphic_shapes=["(b, 3)", "(b, 3)"]),
                           autograph=False)
     with pytest.raises(errors.PolymorphicShapeError,
-                       match=r"args\[0\] \(actual shape \(2, 4\)\) is invalid: different size 3 for known dimension\. Fix"):
+                       match=r"args\[0\] \(actual shape \(2, 4\)\) is invalid: syntax error in "
+                             r"symbolic shape '\(b, 3\)' in dimension 1: different size 3 for "
+                             r"known dimension\. Fix"):
         f_graph(f32(2, 4), f32(2, 4))
 
 

@@ -203,3 +203,26 @@ def test_call_tf_params_and_bind_equation():
     pair = jax.make_jaxpr(lambda v: jax.lax.sort((v, -v), num_keys=1))(x).jaxpr.eqns[1]
     got = _jax_internals.bind_equation(pair, [x[::-1], -x[::-1]])
     np.testing.assert_allclose(got[0], x), np.testing.assert_allclose(got[1], -x)
+
+
+def test_inside_jax_transformation_reads_jax_trace_state_as_jax2tf_does():
+    """jax2tf's convert checks `core.trace_state_clean()` (and its call_tf flag); so do we."""
+    from jax._src import core
+    assert callable(core.trace_state_clean), "jax._src.core.trace_state_clean moved"
+    seen = []
+    assert not _jax_internals.inside_jax_transformation()
+    jax.vmap(lambda y: seen.append(_jax_internals.inside_jax_transformation()) or y)(np.ones(2))
+    jax.jit(lambda y: seen.append(_jax_internals.inside_jax_transformation()) or y)(np.ones(2))
+    with _jax_internals.tf_called_from_jax():
+        jax.jit(lambda y: seen.append(_jax_internals.inside_jax_transformation()) or y)(
+            np.ones(3))
+    assert seen == [True, True, False], seen
+    from jax.experimental.jax2tf import jax2tf as peer
+    assert peer.__name__ == _jax_internals.CALL_TF_PEER_MODULE
+    assert hasattr(peer._thread_local_state, "inside_call_tf"), (
+        "jax2tf's _thread_local_state.inside_call_tf moved: converted functions called by "
+        "call_tf's TF code while JAX traces would be refused")
+    with peer.inside_call_tf():
+        jax.jit(lambda y: seen.append(_jax_internals.inside_jax_transformation()) or y)(
+            np.ones(4))
+    assert seen[-1] is False

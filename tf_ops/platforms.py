@@ -7,14 +7,12 @@ from typing import Sequence
 # definition: the allowlist, the custom-call check and the runnable-here probe use it.
 JAX_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
-_FIX = "Fix: e.g. platforms=('cpu', 'cuda')."
-
-
-def canonical_platforms(platforms: Sequence[str] | str | None,
-                        fix: str = _FIX) -> tuple[str, ...] | None:
+def canonical_platforms(platforms: Sequence[str] | str | None, fix: str | None = None,
+                        keyword: str = "platforms") -> tuple[str, ...] | None:
     """Validates platform names ("cpu", "cuda", "rocm", "tpu"); "gpu" means "cuda".
 
-    `fix` ends the error message (what the caller should pass).
+    `keyword` is the argument name the caller used (e.g. "native_serialization_platforms"),
+    which the error message says; `fix` ends it (default: an example with that keyword).
 
     Example:
         >>> canonical_platforms(["CPU", "gpu"])
@@ -22,16 +20,20 @@ def canonical_platforms(platforms: Sequence[str] | str | None,
     """
     if platforms is None:
         return None
+    if fix is None:
+        fix = f"Fix: e.g. {keyword}=('cpu', 'cuda')."
     if isinstance(platforms, str):
         platforms = (platforms,)
     try:
         names = [str(p).lower() for p in platforms]
     except TypeError:
-        raise TypeError(f"platforms must be a sequence of platform names, got {platforms!r}. "
+        raise TypeError(f"{keyword} must be a sequence of platform names, got {platforms!r}. "
                         f"{fix}") from None
     names = ["cuda" if p == "gpu" else p for p in names]
     unknown = [p for p in names if p not in JAX_PLATFORMS]
     if unknown or not names:
-        raise ValueError(f"platforms must be a non-empty subset of {JAX_PLATFORMS}, got "
-                         f"{tuple(platforms)!r} (unknown: {unknown}). {fix}")
+        # "must be a sequence containing a subset of" is jax2tf's phrase for this error.
+        raise ValueError(f"{keyword} must be a sequence containing a subset of {JAX_PLATFORMS}, "
+                         f"got {tuple(platforms)!r} (unknown: {unknown}; {keyword} must be a "
+                         f"non-empty subset). {fix}")
     return tuple(dict.fromkeys(names))

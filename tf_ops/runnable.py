@@ -85,13 +85,16 @@ def problem_here(fun_name: str, platforms: Sequence[str], nr_devices: int,
 
     Example:
         >>> problem_here("f", ("tpu",), 1, (), False)
-        "'f' was exported for platforms ('tpu',), but TensorFlow on this host has only ..."
+        "The current platform CPU is not among the platforms required by the module: [TPU]. ..."
     """
     if tf_accelerator_platforms():
         return None
     platforms = tuple(p.lower() for p in platforms)
     if "cpu" not in platforms and not platform_check_disabled:
-        return (f"'{fun_name}' was exported for platforms {platforms}, but "
+        # Starts with the XlaCallModule op's own sentence, which jax2tf users see (and match).
+        required = ", ".join(p.upper() for p in platforms)
+        return (f"The current platform CPU is not among the platforms required by the module: "
+                f"[{required}]. '{fun_name}' was exported for platforms {platforms}, but "
                 f"{host_description()}, so it would run on 'cpu'. The module converts, traces "
                 f"and saves here; it runs where TF has the exported accelerator. Fix: run it on "
                 f"a host with {' or '.join(platforms)} (under a TPU/GPU tf.distribute strategy "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -171,6 +172,64 @@ def test_jax_backcompat_entry_runs_in_tf(file, dtype):
         assert [g.dtype for g in got] == [w.dtype for w in want]
         assert [g.shape for g in got] == [w.shape for w in want]
         _CHECKS[file](entry["inputs"], got, want, dtype)
+
+
+# JAX's CPU entries without LAPACK: modules whose `main` has dynamic dimensions, recorded with
+# static inputs (JAX's back-compat test calls them with those static avals); call_exported
+# refines them to the declared shapes (jax2tf_native.static_refine), as XlaCallModule would.
+_DYNAMIC_ENTRIES = (("stablehlo_dynamic_top_k", "data_2023_07_16"),
+                    ("stablehlo_dynamic_top_k", "data_2023_08_11"),
+                    ("stablehlo_dynamic_approx_top_k", "data_2024_05_30"),
+                    ("stablehlo_dynamic_rng_bit_generator", "data_2023_06_17"))
+
+
+@pytest.mark.parametrize("file,name", _DYNAMIC_ENTRIES)
+def test_jax_backcompat_dynamic_entry_runs_in_tf(file, name):
+    entry = getattr(importlib.import_module(_DATA + file), name)
+    artifact = _artifact(entry)
+    def main_dynamic_types(exported):
+        line = next(l for l in exported.mlir_module().splitlines() if "func public @main" in l)
+        return re.findall(r"tensor<[^>]*\?[^>]*>", line)
+
+    assert main_dynamic_types(artifact)
+    fn = jax2tf_native.call_exported(artifact, with_gradient=False)
+    assert main_dynamic_types(fn.exported) == []  # refined to the declared static shapes
+    inputs = [tf.constant(x) for x in entry["inputs"]]
+    want = list(entry["expected_outputs"])
+    for got in (_flat(fn(*inputs)), _flat(tf.function(fn, jit_compile=True)(*inputs))):
+        assert [g.dtype for g in got] == [w.dtype for w in want]
+        assert [g.shape for g in got] == [w.shape for w in want]
+        for g, w in zip(got, want):  # JAX's own check of these entries: equal outputs
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def _cpu_entries() -> list[tuple[str, str]]:
+    """(file, entry) of every CPU entry in JAX's shipped back-compat data."""
+    import pkgutil
+    package = importlib.import_module(_DATA.rstrip("."))
+    found = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.ispkg:
+            continue
+        module = importlib.import_module(_DATA + info.name)
+        for key, value in vars(module).items():
+            if not key.startswith("data_") or not isinstance(value, dict):
+                continue
+            entries = ([(key, value)] if "platform" in value else
+                       [(f"{key}[{k}]", v) for k, v in value.items() if isinstance(v, dict)])
+            found += [(info.name, n) for n, e in entries if e.get("platform") == "cpu"]
+    return sorted(found)
+
+
+def test_every_cpu_entry_of_jax_backcompat_data_runs_here():
+    """The two parametrized tests above cover all 48 CPU entries JAX 0.10.2 ships."""
+    entries = _cpu_entries()
+    ours = sorted([(f, n) for f, n in _DYNAMIC_ENTRIES]
+                  + [(f, next(k for k in vars(importlib.import_module(_DATA + f))
+                              if k.startswith("data_")) + f"[{d}]")
+                     for f, d in itertools.product(_FILES, _DTYPES)])
+    assert len(entries) == 48, entries
+    assert entries == ours
 
 
 def _native_artifact(fun, *specs) -> jax.export.Exported:
