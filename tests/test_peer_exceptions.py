@@ -168,6 +168,11 @@ PEER_BASES = {
     "saved_model_tools.inspect_records.SavedModelReadError": (ValueError, None),
     "saved_model_tools.tf_envs.TfEnvError": (RuntimeError, None),
     "saved_model_tools.manifest.ManifestError": (ValueError, None),
+    # jax2tf's enable_xla=False (removed in JAX 0.4.36) raised NotImplementedError("Call to
+    # <primitive> cannot be converted with enable_xla=False.").
+    "tf_ops.plain.errors.PlainLoweringError": (
+        NotImplementedError, "cannot be converted with enable_xla=False"),
+    "saved_model_tools.tfjs.TfjsExportError": (ValueError, None),
 }
 # Signals between our own modules, caught where raised: never reach the user.
 INTERNAL = {"jax2tf_native.errors.SymbolicCallTfFound",

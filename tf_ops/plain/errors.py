@@ -16,5 +16,6 @@ def unsupported(op, why: str) -> PlainLoweringError:
     where = f" at {op.source}" if op.source else ""
     return PlainLoweringError(
         f"enable_xla=False cannot lower `{op.name}` ({op.dtype_text}){where} to plain "
-        f"TensorFlow ops: {why}. Fix: convert with enable_xla=True (the default: one "
+        f"TensorFlow ops: {why}, so this call cannot be converted with enable_xla=False. "
+        f"Fix: convert with enable_xla=True (the default: one "
         f"XlaCallModule op, run by TF's XLA), or change the JAX code at that line.")

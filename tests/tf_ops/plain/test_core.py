@@ -105,6 +105,7 @@ def test_refusal_names_op_dtype_and_source():
                       [X])
     program = plain.read_program(exported.mlir_module())
     with pytest.raises(plain.PlainLoweringError, match=r"stablehlo.convert.*f8E4M3FN.*"
-                       r"test_core.py:\d+.*enable_xla=True"):
+                       r"test_core.py:\d+.*cannot be converted with enable_xla=False\. "
+                       r"Fix: convert with enable_xla=True"):
         plain.check_program(program)
     assert isinstance(plain.PlainLoweringError("x"), NotImplementedError)
