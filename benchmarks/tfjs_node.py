@@ -22,6 +22,7 @@ from tests.tfjs import tfjs_runtimes
 
 BATCHES = (1, 32)
 REPEATS = 20
+ROUNDS = 3
 
 
 def _ms(fn, repeats=REPEATS):
@@ -48,19 +49,35 @@ def main() -> None:
         jitted = jax.jit(example_model.apply)
         for batch in BATCHES:
             x = example_model.example_images(batch)
-            (got,), node_ms = tfjs_runtimes.run_in_node(f"{tmp}/js", {"input_0": x},
-                                                        repeat=REPEATS)
             want = np.asarray(jitted(params, x))
-            err = float(np.max(np.abs(got - want)))
-            tf_ms = _ms(lambda: plain(params, x).numpy())
-            jax_ms = _ms(lambda: jitted(params, x).block_until_ready())
-            rows.append((batch, node_ms, tf_ms, jax_ms, err))
+            timings = {"node": [], "tf": [], "jax": []}
+            errors = []
+
+            def node():
+                (got,), ms = tfjs_runtimes.run_in_node(f"{tmp}/js", {"input_0": x},
+                                                       repeat=REPEATS)
+                errors.append(float(np.max(np.abs(got - want))))
+                timings["node"].append(ms)
+
+            def tf_plain():
+                timings["tf"].append(_ms(lambda: plain(params, x).numpy()))
+
+            def jax_jit():
+                timings["jax"].append(_ms(lambda: jitted(params, x).block_until_ready()))
+
+            order = [node, tf_plain, jax_jit]
+            for round_index in range(ROUNDS):   # side by side, order reversed every round
+                for candidate in (order if round_index % 2 == 0 else order[::-1]):
+                    candidate()
+            rows.append((batch, *(float(np.median(timings[k])) for k in ("node", "tf", "jax")),
+                         max(errors)))
     lines = [
         "# Example CNN in TF.js (Node, @tensorflow/tfjs 4.22 CPU backend)",
         "",
         f"`python -m benchmarks.tfjs_node`, one run, {platform.node() and 'shared 2-core dev box'}"
-        f" ({platform.machine()}), {REPEATS} timed calls after one warm-up each; the machine "
-        "is shared and noisy: ratios are rough.",
+        f" ({platform.machine()}), median of {ROUNDS} rounds (order reversed each round) of "
+        f"{REPEATS} timed calls after one warm-up; the machine is shared and noisy: ratios are "
+        "rough.",
         "",
         "| batch | TF.js in Node ms/call | TF plain graph (tf.function) ms/call | JAX jit ms/call "
         "| max abs diff TF.js vs JAX |",
