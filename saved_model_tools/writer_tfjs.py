@@ -41,6 +41,7 @@ def save_tfjs(out_dir: str | os.PathLike, fn: Callable, params: Any,
         >>> report.inputs, report.outputs
         ({'input_0': ('float32', [None, 3])}, {'output_0': ('float32', [None, 2])})
     """
+    _refuse_existing(out_dir, overwrite)
     save_kwargs["enable_xla"] = False
     with tempfile.TemporaryDirectory(prefix="jax2tf_tfjs_") as tmp:
         writer.save(os.path.join(tmp, "saved_model"), fn, params, example_args,
@@ -63,6 +64,7 @@ def save_model_tfjs(out_dir: str | os.PathLike, model: Any, example_args: Sequen
     Returns:
       `saved_model_tools.tfjs.TfjsReport`.
     """
+    _refuse_existing(out_dir, overwrite)
     save_model_kwargs["enable_xla"] = False
     with tempfile.TemporaryDirectory(prefix="jax2tf_tfjs_") as tmp:
         framework_models.save_model(os.path.join(tmp, "saved_model"), model, example_args,
@@ -70,3 +72,9 @@ def save_model_tfjs(out_dir: str | os.PathLike, model: Any, example_args: Sequen
         return tfjs.convert_to_tfjs(os.path.join(tmp, "saved_model"), out_dir,
                                     overwrite=overwrite)
 
+
+def _refuse_existing(out_dir, overwrite: bool) -> None:
+    # Before the (slow) SavedModel write; convert_to_tfjs checks again when it writes.
+    if not overwrite and os.path.exists(out_dir):
+        raise FileExistsError(f"{out_dir} already exists. Fix: pass overwrite=True to replace "
+                              f"it (atomically), or choose a new directory.")

@@ -160,3 +160,12 @@ def test_cli_converts_a_plain_saved_model(tmp_path, example_cnn_js):
     (got,), _ = tfjs_runtimes.run_in_node(tmp_path / "js", {"input_0": x})
     np.testing.assert_allclose(got, np.maximum(x @ (np.arange(6).reshape(3, 2) - 2), 0),
                                rtol=RTOL, atol=ATOL)
+
+
+def test_existing_output_is_refused_before_saving(tmp_path):
+    (tmp_path / "js").mkdir()
+    (tmp_path / "js" / "keep.txt").write_text("old")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        saved_model_tools.save_tfjs(tmp_path / "js", lambda w, x: x * w, np.float32(2),
+                                    [np.ones((2,), np.float32)])
+    assert [p.name for p in (tmp_path / "js").iterdir()] == ["keep.txt"]
