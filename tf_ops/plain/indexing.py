@@ -15,6 +15,8 @@ dynamic_update_slice, with StableHLO's (XLA CPU's) index semantics where TF's di
   `x.at[i].apply(f)` or JAX's lexicographic max of complex numbers, run update by update in
   XLA's order through the body's own lowering (a tf.while_loop: exact, but slow for many
   updates).
+- refused: a scatter with empty index vectors and several updates (all into one window),
+  where XLA's CPU result departs from StableHLO's semantics (`check_scatter`).
 - index vectors of any integer type: unsigned ones are compared as unsigned (a uint64 start
   past int64's range is out of bounds, clamped to the last slice by gather).
 
