@@ -9,6 +9,7 @@ parent.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import sys
 from pathlib import Path
@@ -104,6 +105,11 @@ def _run_checks(directory: Path, batch_sizes, result: dict) -> None:
             continue
         result["checks"].extend(verify_cases.compare(case, "tf2", tf2_outputs[index], case.expected,
                                          signature_defs[case.signature]))
+
+    # The TF1 loader below restores the Variables once more: the TF2 copy goes first, so a
+    # large model is held once (issue 30). Its functions form reference cycles: collect them.
+    loaded = fn = outputs = None
+    gc.collect()
 
     # Read before entering the session's graph: tf.data iterates eagerly only.
     warmup_requests = _read_warmup(directory, result)
