@@ -111,8 +111,8 @@ def to_variables(params: Any, trainable: Any = None, *,
     False for their subtree; integer and bool leaves never are (TF cannot step them).
 
     Each Variable is made from its leaf alone, one at a time, so the only memory this adds is
-    the Variables (TF's own buffers; a 64-byte aligned leaf such as a CPU `jax.Array` is even
-    shared, not copied) plus one leaf's transient copy. A leaf may also be a zero-argument
+    the Variables (TF's own buffers; a CPU `jax.Array` leaf is even shared, not copied, until
+    the Variable's first write) plus one leaf's transient copy. A leaf may also be a zero-argument
     function returning the array (e.g. `lambda: safetensors_file.get_tensor("w")`): it is
     called when its Variable is made and its result dropped right after, so parameters that
     do not fit in memory twice need only the Variables plus the largest tensor.
@@ -135,7 +135,9 @@ def to_variables(params: Any, trainable: Any = None, *,
     for (key_path, leaf), choice in zip(leaves_with_path, choices):
         name = variable_name(key_path)
         try:
-            value = np.asarray(leaf() if callable(leaf) else leaf)
+            value = leaf() if callable(leaf) else leaf
+            if not _shareable(value):
+                value = np.asarray(value)
             tf_dtype = tf_dtypes.to_tf_dtype(value.dtype)
         except (TypeError, ValueError) as e:
             raise ArgumentTypeError(f"params leaf {name} cannot become a tf.Variable: {e}. Fix: "
@@ -148,6 +150,18 @@ def to_variables(params: Any, trainable: Any = None, *,
         if on_variable is not None:
             on_variable(variables[-1])
     return jax.tree_util.tree_unflatten(treedef, variables), variables
+
+
+def _shareable(value) -> bool:
+    """Whether tf.Variable(value) takes `value`'s buffer as it is: a jax.Array on one CPU device.
+
+    TF then shares the array's memory instead of copying it (np.asarray(value) first would
+    give a read-only view that TF copies), and copies on the Variable's first write, so the
+    JAX array never changes (pinned by tests/test_tf_variables_memory.py)."""
+    if not isinstance(value, jax.Array) or value.is_deleted():
+        return False
+    devices = value.devices()
+    return len(devices) == 1 and next(iter(devices)).platform == "cpu"
 
 
 def jax_views(variables: Any) -> Any:
