@@ -148,7 +148,11 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
     Args:
       export_dir: the SavedModel directory (e.g. ".../models/mnist/1" for TF Serving).
       fn: the JAX function, called as `fn(params, *args)`.
-      params: a pytree of arrays.
+      params: a pytree of arrays, held once while saving: as the Variables (a CPU
+        `jax.Array`'s buffer is shared with its Variable, numpy arrays are copied into TF's;
+        JAX's reference outputs read the Variables' buffers). A leaf may be a function
+        returning the array, called when its Variable is made: for parameters that do not
+        fit in memory twice, e.g. `lambda: np.load("w.npy")` (docs/large_models.md).
       example_args: one example per argument after params: an array, or a pytree (dict,
         list) of arrays whose leaves become inputs named by key path (`token_ids`).
       polymorphic_shapes: one spec per argument (e.g. ["(b, 28, 28, 1)"]; for a pytree
@@ -169,7 +173,9 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         fewer TF executor steps around the module). Pass False if a pre/post-processing
         function uses TF ops XLA cannot compile (e.g. string ops).
       overwrite: replace an existing directory (only once the new model is complete).
-      progress: called with one line per phase (trace/export, references, write, commit).
+      progress: called with one line per phase (trace/export, references, write, commit);
+        for 64 MiB of parameters or more also "  Variables: i/n made" and "  checkpoint: X of
+        Y MiB written" lines, at most one per 2 s (the latter from a thread of save's).
       polymorphic_constraints: as for `jax2tf_native.convert`, e.g. ["t <= 64"] for a model
         slicing a learned position embedding by the sequence length.
       stablehlo_version: as for `convert`: the StableHLO version of the serving TF (default
