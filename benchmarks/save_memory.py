@@ -14,7 +14,10 @@ with a polymorphic batch. The child builds the parameters, then resets its peak 
 - `save_model`: `saved_model_tools.save_model` of a Flax NNX model (parameters: jax.Arrays);
 - `convert_model`: `jax2tf_native.convert_model` of that NNX model + `tf.saved_model.save`;
 - `save bfloat16`: `save` with bfloat16 parameters (the row's "variables" column: bytes of
-  variables/ on disk).
+  variables/ on disk); XLA on CPU computes the reference outputs' bfloat16 dots in float32 and,
+  by default, converts every layer's weights before the first dot;
+- `save bfloat16, XLA_FLAGS=...`: the same with XLA's concurrency-optimized scheduler off (set
+  before the process starts), which converts one layer at a time.
 
 `--big-gib N` (run it alone, when the machine has memory to spare: `free -g`) writes an N GiB
 model with `save` from parameter-loading functions (the large-model route: no copy of the
@@ -40,7 +43,10 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 PEER = "jax2tf recipe"
-WRITERS = (PEER, "save", "save_exported", "save_model", "convert_model", "save bfloat16")
+BF16_LOW = "save bfloat16, XLA_FLAGS=" + (
+    LOW_MEMORY_XLA_FLAGS := "--xla_cpu_enable_concurrency_optimized_scheduler=false")
+WRITERS = (PEER, "save", "save_exported", "save_model", "convert_model", "save bfloat16",
+           BF16_LOW)
 
 
 def _status() -> dict[str, float]:
@@ -108,9 +114,16 @@ def child(writer: str, layers: int, width: int, out: str) -> dict:
     import tensorflow as tf
     import jax2tf_native
     import saved_model_tools
+    # Imported before "before": the package resolves these on first use.
+    import saved_model_tools.framework_models  # noqa: F401
+    import saved_model_tools.writer_exported  # noqa: F401
     from benchmarks import serving
     from flax import nnx
 
+    label = writer
+    if writer == BF16_LOW:
+        writer = "save bfloat16"
+        assert LOW_MEMORY_XLA_FLAGS in os.environ.get("XLA_FLAGS", "")
     dtype = jax.numpy.bfloat16 if writer == "save bfloat16" else np.float32
     x = np.ones((2, width), np.float32)
     poly = f"(b, {width})"
@@ -151,12 +164,14 @@ def child(writer: str, layers: int, width: int, out: str) -> dict:
     seconds = time.perf_counter() - start
     peak = peak_rss()
     variables = sum(p.stat().st_size for p in (Path(out) / "variables").rglob("*") if p.is_file())
-    return {"writer": writer, "seconds": seconds, "before": before, "peak_above": peak - before,
+    return {"writer": label, "seconds": seconds, "before": before, "peak_above": peak - before,
             "param_bytes": param_bytes, "variables_bytes": variables}
 
 
 def _run_child(args: list[str]) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    if BF16_LOW in args:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + LOW_MEMORY_XLA_FLAGS).strip()
     proc = subprocess.run([sys.executable, "-m", "benchmarks.save_memory", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
@@ -253,6 +268,7 @@ def big_child(layers: int, width: int, out: str, step: str) -> dict:
     if step == "save":
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import saved_model_tools
+        import saved_model_tools.writer  # noqa: F401  (TF and JAX: imported before "before")
         # Each layer is made (as a checkpoint reader would read it) when its Variable is.
         params = [{"w": (lambda i=i: _layer(i, width, np.float32))} for i in range(layers)]
         x = np.ones((2, width), np.float32)
@@ -266,16 +282,17 @@ def big_child(layers: int, width: int, out: str, step: str) -> dict:
         import saved_model_tools
         before = 0
         start = time.perf_counter()
-        result = saved_model_tools.verify(out, timeout=1800)
+        result = saved_model_tools.verify.verify(out, timeout=1800)
         if not result.ok:
             raise RuntimeError(result.format())
         return {"seconds": time.perf_counter() - start,
                 "child_peak": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
     elif step == "inspect":
         import saved_model_tools
+        import saved_model_tools.inspect  # noqa: F401  (TF: imported before "before")
         before = reset_peak()
         start = time.perf_counter()
-        info = saved_model_tools.inspect(out)
+        info = saved_model_tools.inspect.inspect_saved_model(out)
         assert info.variable_bytes == layers * width * width * 4, info.variable_bytes
     return {"seconds": time.perf_counter() - start, "before": before,
             "peak_above": peak_rss() - before}
