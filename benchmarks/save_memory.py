@@ -10,13 +10,17 @@ with a polymorphic batch. The child builds the parameters, then resets its peak 
   + `tf.saved_model.save`, `benchmarks.serving.save_peer_recipe`), numpy parameters;
 - `save`: `saved_model_tools.save`, numpy parameters;
 - `save_exported`: `saved_model_tools.save_exported` of the model's `jax.export` artifact
-  (exported from shapes before "before"), numpy parameters;
+  (exported from shapes before "before"), numpy parameters; the artifact as an `Exported`
+  (`jax2tf_native.deserialize` of its bytes, before "before");
+- `save_exported from bytes`: the same from the serialized bytes, which `save_exported` first
+  checks in a sandbox child process (`artifact_sandbox`: a Python start and a JAX import,
+  whatever the model's size);
 - `save_model`: `saved_model_tools.save_model` of a Flax NNX model (parameters: jax.Arrays);
 - `convert_model`: `jax2tf_native.convert_model` of that NNX model + `tf.saved_model.save`;
 - `save bfloat16`: `save` with bfloat16 parameters (the row's "variables" column: bytes of
   variables/ on disk); XLA on CPU computes the reference outputs' bfloat16 dots in float32 and,
   by default, converts every layer's weights before the first dot;
-- `save bfloat16, XLA_FLAGS=...`: the same with XLA's concurrency-optimized scheduler off (set
+- `save bfloat16 with XLA_FLAGS=...`: the same with XLA's concurrency-optimized scheduler off (set
   before the process starts), which converts one layer at a time.
 
 `--big-gib N` (run it alone, when the machine has memory to spare: `free -g`) writes an N GiB
@@ -43,10 +47,11 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 PEER = "jax2tf recipe"
-BF16_LOW = "save bfloat16, XLA_FLAGS=" + (
+BF16_LOW = "save bfloat16 with XLA_FLAGS=" + (
     LOW_MEMORY_XLA_FLAGS := "--xla_cpu_enable_concurrency_optimized_scheduler=false")
-WRITERS = (PEER, "save", "save_exported", "save_model", "convert_model", "save bfloat16",
-           BF16_LOW)
+EXPORTED_BYTES = "save_exported from bytes"
+WRITERS = (PEER, "save", "save_exported", EXPORTED_BYTES, "save_model", "convert_model",
+           "save bfloat16", BF16_LOW)
 
 
 def _status() -> dict[str, float]:
@@ -135,10 +140,14 @@ def child(writer: str, layers: int, width: int, out: str) -> dict:
         params = [{"w": _layer(i, width, dtype)} for i in range(layers)]
         if writer == "save bfloat16":
             x = x.astype(dtype)
-    if writer == "save_exported":
+    if writer in ("save_exported", EXPORTED_BYTES):
         specs = [{"w": jax.ShapeDtypeStruct((width, width), dtype)} for _ in range(layers)]
         x_spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape(poly), np.float32)
         blob = jax.export.export(jax.jit(_apply))(specs, x_spec).serialize(vjp_order=1)
+        # From bytes, save_exported checks them in its sandbox child first (timed); else they
+        # are checked (the same sandbox) before "before".
+        artifact = blob if writer == EXPORTED_BYTES else jax2tf_native.deserialize(blob)
+        writer = "save_exported"
     param_bytes = layers * width * width * np.dtype(dtype).itemsize
     before = reset_peak()
     start = time.perf_counter()
@@ -148,7 +157,7 @@ def child(writer: str, layers: int, width: int, out: str) -> dict:
         saved_model_tools.save(out, _apply, params, [x], polymorphic_shapes=[poly],
                                input_names=["x"], output_names=["y"])
     elif writer == "save_exported":
-        saved_model_tools.save_exported(out, blob, params=params, input_names=["x"],
+        saved_model_tools.save_exported(out, artifact, params=params, input_names=["x"],
                                         output_names=["y"])
     elif writer == "save_model":
         saved_model_tools.save_model(out, model, [x], polymorphic_shapes=[poly],
@@ -360,6 +369,9 @@ def main(argv=None) -> None:
         print(text)
     else:
         writers = args.writers.split(",")
+        unknown = set(writers) - set(WRITERS)
+        if unknown:
+            parser.error(f"unknown writers {sorted(unknown)}; known: {list(WRITERS)}")
         rows = measure(args.rounds, args.layers, args.width, writers)
         text = report(rows, args.rounds, args.layers, args.width)
         (RESULTS / "save_memory.json").write_text(json.dumps(rows, indent=1))
