@@ -340,7 +340,7 @@ def measure_big(gib: float, width: int) -> str:
         f"{x(steps['save']['peak_above'])} |",
         f"| `tf.saved_model.load` + one call, JAX blocked | {steps['load']['seconds']:.1f} s | "
         f"{_gib(steps['load']['peak_above'])} | {x(steps['load']['peak_above'])} |",
-        f"| `verify` (its JAX-free child: TF2 load + TF1 session load, references, warmup; "
+        f"| `verify` (its JAX-free child: TF1 session load, then TF2 load; references, warmup; "
         f"peak {_gib(steps['verify']['child_peak'])} minus TF's import {_gib(tf_import)}) | "
         f"{steps['verify']['seconds']:.1f} s | {_gib(verify_above)} | {x(verify_above)} |",
         f"| `inspect` | {steps['inspect']['seconds']:.1f} s | "
