@@ -18,7 +18,8 @@ and a submodule such as `jax2tf_native.example_model` imports only what it needs
   errors               -- PolymorphicShapeError, ArgumentShapeError, ArgumentTypeError,
                           ExportedModuleError, JaxTransformationError, CustomCallNotAllowedError,
                           GradientCheckError, GradientSpecError, NonPortableLinalgError,
-                          ModuleNotRunnableHereError, CallTfShapeError.
+                          ModuleNotRunnableHereError, CallTfShapeError,
+                          PlainLoweringError (enable_xla=False).
 """
 import importlib
 
@@ -43,6 +44,7 @@ _EXPORTS = {
     "NonPortableLinalgError": "jax2tf_native.linalg_portable",
     "JaxTransformationError": "jax2tf_native.errors",
     "CallTfShapeError": "jax2tf_native.errors",
+    "PlainLoweringError": "jax2tf_native.errors",
     # jax2tf's public names that a drop-in keeps (docs/compat.md): the same objects, so code
     # written for `from jax.experimental import jax2tf` works with `import jax2tf_native as
     # jax2tf`. call_tf's modules run under convert (inlined or call_tf_graph=True).

@@ -9,6 +9,7 @@ import warnings
 from typing import Any, Callable, Sequence
 
 import jax
+import numpy as np
 import tensorflow as tf
 
 from jax2tf_native import (call_tf_split, differentiable, errors, export_cache, exporting,
@@ -54,7 +55,8 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
 
     The function is exported with `jax.export` once per abstract signature and runs as a single
     `XlaCallModule` op, eagerly or inside `tf.function` (with or without `jit_compile=True`).
-    TF gradients (`tf.GradientTape`, any order) run exported JAX VJPs.
+    TF gradients (`tf.GradientTape`, any order) run exported JAX VJPs. With `enable_xla=False`
+    the same exported modules run as ordinary TF ops instead (no XLA op anywhere).
 
     Args:
       fun: the JAX function; arguments and results may be pytrees of arrays.
@@ -114,7 +116,15 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       cache_size: how many exports a converted function keeps for eager calls (LRU).
       native_serialization: accepted for jax2tf compatibility; any value other than True is
         ignored with a DeprecationWarning, as jax2tf does (serialization is always native).
-      enable_xla: as `native_serialization`.
+      enable_xla: True (default): each module runs as one XlaCallModule op, run by TF's XLA.
+        False: the exported StableHLO (the same `jax.export` modules: portable linear algebra,
+        and for gradients the exported JAX VJPs) is lowered to ordinary TF ops, for consumers
+        without XLA (TF.js, TFLite builtins, tf2onnx, Core ML, TF Serving GPU images without
+        XLA's CUDA compiler, tensorflow-metal). The graphs and their gradient functions hold
+        no XLA op. An op that cannot be lowered exactly raises `PlainLoweringError` (a
+        NotImplementedError naming the op, its dtypes and source line) at the first call or
+        trace. Modules for several platforms or devices, and call_tf with
+        call_tf_graph=True, are refused. Coverage: tools/results/plain_coverage.md.
 
     Returns:
       A function taking TF tensors, `tf.Variable`s, numpy arrays or Python numbers in the same
@@ -124,6 +134,8 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       TypeError: `fun` is not callable, or an option has the wrong type.
       ValueError: an option is invalid (the message says which and how to fix it).
       TargetTfError (at the first call): `target_tf` cannot run the function's module.
+      PlainLoweringError (at the first call, with `enable_xla=False`): an op of the module has
+        no exact plain-TF lowering.
 
     Example:
         >>> import jax.numpy as jnp, numpy as np, tensorflow as tf
@@ -140,13 +152,13 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
     if not callable(fun):
         raise TypeError(f"convert expects a callable JAX function, got {type(fun).__name__} "
                         f"({fun!r:.60}). Fix: pass the function itself, e.g. convert(model_fn).")
-    for name, value in (("native_serialization", native_serialization),
-                        ("enable_xla", enable_xla)):
-        if value is not True:
-            # As jax2tf (JAX 0.10) does: deprecated there, ignored, always native.
-            warnings.warn(f"convert's {name}={value!r} is ignored: jax2tf_native (like jax2tf "
-                          f"in JAX 0.10) always serializes natively through jax.export. "
-                          f"Fix: drop the argument.", DeprecationWarning, stacklevel=2)
+    if native_serialization is not True:
+        # As jax2tf (JAX 0.10) does: deprecated there, ignored, always native.
+        warnings.warn(f"convert's native_serialization={native_serialization!r} is ignored: "
+                      f"jax2tf_native (like jax2tf in JAX 0.10) always serializes natively "
+                      f"through jax.export. Fix: drop the argument.", DeprecationWarning,
+                      stacklevel=2)
+    enable_xla = check_enable_xla(enable_xla)
     if platforms is not None and native_serialization_platforms is not None:
         raise ValueError("Pass either platforms= or native_serialization_platforms=, not both.")
     if disabled_checks and native_serialization_disabled_checks:
@@ -172,10 +184,19 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
             disabled_checks=exporting.canonical_disabled_checks(
                 disabled_checks or native_serialization_disabled_checks),
             stablehlo_version=tf_targets.target_stablehlo_version(target, stablehlo_version),
-            linalg=exporting.check_linalg_mode(linalg), target_tf=target),
+            linalg=exporting.check_linalg_mode(linalg), target_tf=target,
+            plain=not enable_xla),
     )
     poly_specs.make_scope(options.constraints)  # Reject malformed constraints now.
     return _Converted(fun, options, cache_size)
+
+
+def check_enable_xla(enable_xla) -> bool:
+    """Validates `enable_xla` (True or False; numpy bools too)."""
+    if not isinstance(enable_xla, (bool, np.bool_)):
+        raise TypeError(f"enable_xla must be True or False, got {enable_xla!r}. True (default): "
+                        f"one XlaCallModule op run by TF's XLA; False: ordinary TF ops.")
+    return bool(enable_xla)
 
 
 def _check_gradient_order(order):

@@ -55,6 +55,8 @@ class SymbolicCallTfFound(Exception):
 from tf_ops.custom_call_check import CustomCallNotAllowedError  # noqa: E402,F401
 # Raised when a module cannot be written for, or run by, the requested `target_tf`.
 from tf_ops.tf_targets import TargetTfError  # noqa: E402,F401
+# Raised (enable_xla=False) for an op with no exact plain-TF lowering; a NotImplementedError.
+from tf_ops.plain.errors import PlainLoweringError  # noqa: E402,F401
 
 # Raised at export for linear algebra the portable lowering does not cover; defined with it.
 from jax2tf_native.linalg_portable import NonPortableLinalgError  # noqa: E402,F401

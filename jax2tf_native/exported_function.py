@@ -45,10 +45,11 @@ class ExportedFunction:
       prepared: its module prepared for TF (`tf_runner.prepare`).
       stablehlo_version: the StableHLO version its VJPs are written in.
       target: the `tf_ops.tf_targets.TfTarget` its VJPs must run on (None: the installed TF).
+      plain: its VJPs run as ordinary TF ops too (`enable_xla=False`), as `prepared` does.
     """
 
     def __init__(self, exported: jax.export.Exported, prepared: tf_runner.PreparedExport,
-                 stablehlo_version: str | None, target=None):
+                 stablehlo_version: str | None, target=None, plain: bool = False):
         self.exported = exported
         self.name = exported.fun_name
         self.diff_in = tuple(i for i, a in enumerate(exported.in_avals)
@@ -59,6 +60,7 @@ class ExportedFunction:
         self.specs, self.constraints = prepared.leaf_specs, prepared.constraints
         self._stablehlo_version = stablehlo_version
         self._target = target
+        self._plain = plain
         self._lock = threading.Lock()
         self._vjp: ExportedFunction | None = None
 
@@ -92,7 +94,7 @@ class ExportedFunction:
                 vjp = exporting.exported_for_target(self.exported.vjp(), self._target)
                 prepared = tf_runner.prepare(vjp, leaf_specs(vjp),
                                              stablehlo_version=self._stablehlo_version,
-                                             target=self._target)
+                                             target=self._target, plain=self._plain)
                 self._vjp = ExportedFunction(vjp, prepared, self._stablehlo_version,
-                                             self._target)
+                                             self._target, plain=self._plain)
             return self._vjp

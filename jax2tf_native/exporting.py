@@ -154,12 +154,15 @@ class ExportOptions:
       target_tf: the measured TF version the modules are written for (`tf_ops.tf_targets`),
         None for the installed TF: it caps the calling convention, and gives the StableHLO
         version unless `stablehlo_version` is set.
+      plain: every module (forward, residual forward, backward, VJPs) runs as ordinary TF ops
+        (`enable_xla=False`) instead of XlaCallModule.
     """
     platforms: tuple[str, ...] | None = None
     disabled_checks: tuple[jax.export.DisabledSafetyCheck, ...] = ()
     stablehlo_version: str | None = None
     linalg: str = "portable"
     target_tf: tf_targets.TfTarget | None = None
+    plain: bool = False
 
 
 def export_prepared(fun: Callable, specs, options: ExportOptions, *,
@@ -190,7 +193,7 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
     return tf_runner.prepare(exported, specs, constraints=constraints,
                              stablehlo_version=options.stablehlo_version,
                              tf_functions=tuple(tf_functions),
-                             target=options.target_tf, written_here=True)
+                             target=options.target_tf, written_here=True, plain=options.plain)
 
 
 def exported_for_target(exported: jax.export.Exported, target) -> jax.export.Exported:

@@ -7,7 +7,7 @@ from typing import Callable
 import jax
 import tensorflow as tf
 
-from jax2tf_native import (artifact_sandbox, export_cache, exporting, gradients,
+from jax2tf_native import (artifact_sandbox, converter, export_cache, exporting, gradients,
                            lapack_rewrite, sandbox_server, tf_args, tf_runner)
 from jax2tf_native.errors import ArgumentTypeError, ExportedModuleError
 from jax2tf_native.exported_function import ExportedFunction, leaf_specs
@@ -59,7 +59,8 @@ def _op_error_summary(e: tf.errors.OpError) -> str:
 
 def call_exported(exported_or_bytes, *, with_gradient: bool = True,
                   stablehlo_version: str | None = None,
-                  target_tf: str | None = None, rewrite_lapack: bool = True) -> Callable:
+                  target_tf: str | None = None, rewrite_lapack: bool = True,
+                  enable_xla: bool = True) -> Callable:
     """Returns a TF-callable running an exported JAX function, without its Python source.
 
     Args:
@@ -77,6 +78,9 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
         (`lapack_sgetrf_ffi`, ...), which TF cannot run, are replaced by portable StableHLO
         functions with the same results (`jax2tf_native.lapack_rewrite`); the returned
         function's `lapack_rewritten` lists them. False leaves the module as it is.
+      enable_xla: True (default): one XlaCallModule op. False: the artifact's module (after
+        the LAPACK rewrite) and its VJPs run as ordinary TF ops, as `convert(...,
+        enable_xla=False)` does; an op with no exact lowering raises `PlainLoweringError` here.
 
     Returns:
       A function taking TF tensors in the exported pytree structure (args and kwargs) and
@@ -87,6 +91,8 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
       CustomCallNotAllowedError: the module holds a custom call TF cannot run and that could
         not be rewritten (the message names the target, its source line and why).
       TargetTfError: the module cannot run in `target_tf` (the message names why and the fix).
+      PlainLoweringError: with `enable_xla=False`, an op with no exact plain-TF lowering (a
+        NotImplementedError naming the op, its dtypes and source line).
 
     Example:
         >>> import jax.numpy as jnp, numpy as np
@@ -95,6 +101,7 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
         >>> cos_tf(tf.zeros(3)).numpy()
         array([1., 1., 1.], dtype=float32)
     """
+    plain = not converter.check_enable_xla(enable_xla)
     target = tf_targets.resolve(target_tf)
     stablehlo_version = tf_targets.target_stablehlo_version(target, stablehlo_version)
     rewrite = lapack_rewrite.rewrite_exported(
@@ -103,10 +110,11 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
     exported = exporting.exported_for_target(rewrite.exported, target)
     try:
         prepared = tf_runner.prepare(exported, leaf_specs(exported),
-                                     stablehlo_version=stablehlo_version, target=target)
+                                     stablehlo_version=stablehlo_version, target=target,
+                                     plain=plain)
     except custom_call_check.CustomCallNotAllowedError as e:
         raise lapack_rewrite.with_failures(e, rewrite.failures) from None
-    node = ExportedFunction(exported, prepared, stablehlo_version, target)
+    node = ExportedFunction(exported, prepared, stablehlo_version, target, plain=plain)
     checked = tf_runner.CheckedSignatures(export_cache.DEFAULT_CACHE_SIZE)
 
     def run(values, asserts):

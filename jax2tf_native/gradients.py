@@ -34,6 +34,10 @@ gradient tapes recording at that moment (`tf_ops.tape_state`):
 - recompute mode (jax2tf's behaviour, and every `call_exported` artifact): the plain module
   forward, the VJP recomputing it.
 
+With `enable_xla=False` every module above (forward, residual forward, backward, each VJP) runs
+as ordinary TF ops instead of an XlaCallModule op (`tf_runner.PreparedExport.plain`), and
+nothing is marked for an XLA cluster: TF's gradient is still the exported JAX VJP.
+
 Higher orders: the backward value comes from the residuals, but the backward step is itself a
 custom-gradient unit over (primal inputs, cotangents) whose gradient is the exported VJP of the
 VJP. TF never differentiates through the residuals (TF records no ops inside a custom-gradient
@@ -113,8 +117,8 @@ def _forward(plan, asserts) -> Callable:
         if plan.residual_sources is None:
             return tf_runner.call_flat(plan.prepared, xs, asserts), None
         # In a graph, one XLA program with the backward op (see gradient_ops.one_xla_cluster):
-        # the residuals then never leave it.
-        with gradient_ops.one_xla_cluster():
+        # the residuals then never leave it. Plain TF ops (enable_xla=False) are not marked.
+        with gradient_ops.one_xla_cluster(enabled=not plan.prepared.plain):
             everything = tf_runner.call_flat(plan.prepared, xs, asserts)
             computed = everything[plan.n_outputs:]
             if not tf.executing_eagerly():
@@ -181,12 +185,12 @@ def _gradient(node, xs, outs, residuals, gradient_order) -> Callable:
             # The cotangent zeros too: an unmarked op fed by the forward op between the two
             # would keep them in two XLA programs.
             with (gradient_ops.one_xla_cluster() if plan.backward is not None
-                  else contextlib.nullcontext()):
+                  and not plan.backward.plain else contextlib.nullcontext()):
                 cotangents = gradient_ops.cotangents(cts, outs, plan.diff_out, plan.every_array)
             vjp_args = list(xs) + cotangents
             if plan.backward is not None:
                 def value():
-                    with gradient_ops.one_xla_cluster():
+                    with gradient_ops.one_xla_cluster(enabled=not plan.backward.plain):
                         return tf_runner.call_flat(plan.backward, list(residuals) + cotangents)
             if next_order == 0:
                 # No custom gradient inside: TF could not save one (SavedModels), and none is

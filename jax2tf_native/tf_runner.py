@@ -40,24 +40,31 @@ class PreparedExport:
     leaf_specs: tuple[LeafSpec, ...]
     constraints: tuple[str, ...] = ()
 
+    @property
+    def plain(self) -> bool:
+        """Whether the module runs as ordinary TF ops (`enable_xla=False`), not XlaCallModule."""
+        return self.tf_module.plain is not None
+
 
 def prepare(exported: jax.export.Exported, leaf_specs: Sequence[LeafSpec], *,
             constraints: Sequence[str] = (), stablehlo_version: str | None = None,
             checks=(), tf_functions: Sequence = (), target=None,
-            written_here: bool = False) -> PreparedExport:
+            written_here: bool = False, plain: bool = False) -> PreparedExport:
     """Re-serializes `exported` for TF (for `target`, a `tf_ops.tf_targets.TfTarget`, when given)
     and bundles it with the argument specs.
 
     `tf_functions` are the TF concrete functions the module calls (jax2tf.call_tf with
     call_tf_graph=True), in the order of their indices in the module. `written_here`: the module
     bytes come from `jax.export` in this process (not from an artifact read from elsewhere).
+    `plain`: the module runs as ordinary TF ops (`enable_xla=False`); an op that cannot be
+    lowered exactly raises `tf_ops.plain.PlainLoweringError` here.
     """
     in_shardings, out_shardings = shardings.exported_hlo_shardings(exported)
     try:
         tf_module = xla_call_module.tf_module_from_exported(
             exported, stablehlo_version=stablehlo_version, checks=checks,
             tf_functions=tf_functions, in_shardings=in_shardings, out_shardings=out_shardings,
-            target=target, written_here=written_here)
+            target=target, written_here=written_here, plain=plain)
     except (custom_call_check.CustomCallNotAllowedError, tf_targets.TargetTfError):
         raise  # Already name the target or op, its source and the fix; keep their type.
     except ValueError as e:

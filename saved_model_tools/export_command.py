@@ -1,7 +1,10 @@
 """`jax2tf-native export MODULE:FUNCTION --params FILE --input NAME:DTYPE[SPEC] ... --out DIR`.
 
 Exports a user's JAX function `FUNCTION(params, *inputs)` with parameters from a file as a
-SavedModel, printing each phase with its time.
+SavedModel, printing each phase with its time. `--no-xla` writes ordinary TF ops instead of
+XlaCallModule ops (`enable_xla=False`): for serving without XLA (TF Serving GPU images without
+XLA's CUDA compiler, tensorflow-metal) and for converters that read TF ops (TFLite, tf2onnx,
+TF.js).
 
 A MODULE:FUNCTION that does not import, or a bad --input, fails before TensorFlow or JAX is
 imported (TensorFlow in `run`, JAX through the package's lazy `saved_model_tools.references` /
@@ -119,7 +122,7 @@ def run(args: argparse.Namespace, out=print) -> int:
                            with_gradient=not args.no_gradient,
                            platforms=args.platforms.split(",") if args.platforms else None,
                            overwrite=args.overwrite, progress=out,
-                           target_tf=args.target_tf)
+                           target_tf=args.target_tf, enable_xla=not args.no_xla)
     out(f"saved {args.out} in {time.perf_counter() - start:.2f} s")
     if args.no_verify:
         return 0
@@ -150,6 +153,10 @@ def add_export_command(subparsers) -> None:
     parser.add_argument("--target-tf", metavar="VERSION", default=None,
                         help="the TF / TF Serving version that will serve the model, 2.17 ... "
                              "2.21 (default: the installed TF)")
+    parser.add_argument("--no-xla", action="store_true",
+                        help="write ordinary TF ops, no XlaCallModule (enable_xla=False): "
+                             "serves where TF has no XLA; an op with no exact lowering fails "
+                             "before anything is written")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip running the saved model without JAX against the references")
     parser.set_defaults(handler=_handle)
@@ -166,4 +173,6 @@ def _handle(args: argparse.Namespace) -> int:
                   f"model stays until the new one is complete), or choose a new --out "
                   f"directory.", 1)
     except (ValueError, TypeError, OSError) as e:
+        return commands.fail(args, f"{type(e).__name__}: {e}", 1)
+    except NotImplementedError as e:  # PlainLoweringError (--no-xla): names op, dtype, line
         return commands.fail(args, f"{type(e).__name__}: {e}", 1)

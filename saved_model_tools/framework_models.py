@@ -30,7 +30,8 @@ def save_model(export_dir: str | os.PathLike, model: Any, example_args: Sequence
       variables, method: Linen only: `module.init`'s variables, and the method to call.
       call_kwargs: keyword arguments fixed for every call (e.g. {"train": False}).
       **save_kwargs: as for `saved_model_tools.save` (polymorphic_shapes, input_names,
-        polymorphic_constraints, signatures, ...); `trainable` overrides the framework's split.
+        polymorphic_constraints, signatures, `enable_xla=False` for plain TF ops, ...);
+        `trainable` overrides the framework's split.
 
     Example:
         >>> import tempfile

@@ -272,6 +272,7 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
         except ValueError as e:
             notes.append(f"unreadable warmup file: {e}")
 
+    op_types, xla_op_types = graph_op_types(meta_graph.graph_def)
     pb = directory / "saved_model.pb"
     return SavedModelReport(
         path=str(directory), tags=tuple(meta_graph.meta_info_def.tags),
@@ -279,7 +280,51 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
         signatures=tuple(signatures), modules=tuple(modules), xla_call_module_ops=op_count,
         variable_count=len(variables), variable_bytes=variable_bytes, variables=variables,
         manifest=manifest, warmup_requests=warmup_lines, tf_support=model_support,
-        tensorflow_version=tf.__version__, notes=tuple(notes))
+        tensorflow_version=tf.__version__, notes=tuple(notes),
+        lowering=XLA_CALL_MODULE if op_count else PLAIN_TF_OPS, op_types=op_types,
+        xla_op_types=xla_op_types)
+
+
+XLA_CALL_MODULE = "XlaCallModule"
+PLAIN_TF_OPS = "plain TF ops"
+# Op types only TF's XLA runs, and the node attribute that asks TF to compile a node with XLA.
+_XLA_OP_PREFIXES = ("Xla", "_Xla")
+_XLA_COMPILE_ATTR = "_XlaCompile"
+
+
+def graph_op_types(graph_def) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every op type, those that need XLA) in `graph_def` and its function library, sorted.
+
+    A node marked `_XlaCompile` (or any `_xla_*` attribute) counts as needing XLA too, listed
+    as "<attribute> attribute" (`jit_compile=True` functions carry `_XlaMustCompile` on the
+    function itself, listed the same way).
+
+    Example:
+        >>> from saved_model_tools.demo_saved_model import small_saved_model
+        >>> from saved_model_tools.inspect_proto import read_saved_model_proto
+        >>> proto = read_saved_model_proto(small_saved_model())
+        >>> graph_op_types(proto.meta_graphs[0].graph_def)[1]  # saved with jit_compile=True
+        ('XlaCallModule', '_XlaMustCompile attribute')
+    """
+    nodes = list(graph_def.node)
+    needs_xla = set()
+    for fn in graph_def.library.function:
+        nodes.extend(fn.node_def)
+        needs_xla.update(f"{name} attribute" for name, value in fn.attr.items()
+                         if _is_xla_attr(name, value))
+    types = {node.op for node in nodes}
+    needs_xla.update(t for t in types if t.startswith(_XLA_OP_PREFIXES))
+    for node in nodes:
+        needs_xla.update(f"{name} attribute" for name, value in node.attr.items()
+                         if _is_xla_attr(name, value))
+    return tuple(sorted(types)), tuple(sorted(needs_xla))
+
+
+def _is_xla_attr(name: str, value) -> bool:
+    """An attribute asking for XLA: `_Xla*` / `_xla*`, unless it is a bool set to False (TF
+    writes `_XlaMustCompile: false` on every function without jit_compile)."""
+    return (name.startswith(("_Xla", "_xla"))
+            and (value.WhichOneof("value") != "b" or value.b))
 
 
 def _shardings_around(call_node, nodes) -> tuple[tuple, tuple]:

@@ -50,6 +50,13 @@ def format_lines(report: SavedModelReport) -> list[str]:
             lines.append(f"    references at batch sizes {list(sig.reference_batch_sizes)} "
                          f"(outputs computed by {sig.reference_source})")
     lines.append(f"Variables: {report.variable_count}, {_size(report.variable_bytes)}")
+    if report.lowering != "XlaCallModule":
+        needs = (f"needs XLA: {', '.join(report.xla_op_types)}" if report.xla_op_types
+                 else "nothing needs XLA")
+        lines.append(f"Lowering: {report.lowering} ({len(report.op_types)} op types, {needs})")
+        lines.append(f"  op types: {', '.join(report.op_types)}")
+    else:
+        lines.append("Lowering: XlaCallModule (runs where TF has XLA)")
     lines.append(f"XlaCallModule: {len(report.modules)} distinct module(s) in "
                  f"{report.xla_call_module_ops} op(s)")
     for i, mod in enumerate(report.modules, 1):

@@ -194,6 +194,12 @@ class SavedModelReport:
       tensorflow_version: the TF version that did the inspecting (it deserialized the modules).
       notes: anything inconsistent or noteworthy (e.g. manifest vs checkpoint disagreements, an
         unreadable warmup file).
+      lowering: how the model runs JAX's modules: "XlaCallModule" (needs TF's XLA) or "plain
+        TF ops" (`enable_xla=False`, or a model with no XlaCallModule op: no XLA needed).
+      op_types: every op type in the graph and its function library (gradients included),
+        sorted.
+      xla_op_types: those of `op_types` that need XLA (XlaCallModule, Xla*, _Xla*), and
+        "_XlaCompile attribute" when a node is marked for XLA compilation.
     """
     path: str
     tags: tuple[str, ...]
@@ -209,6 +215,9 @@ class SavedModelReport:
     tf_support: TfSupport
     tensorflow_version: str
     notes: tuple[str, ...] = ()
+    lowering: str = "XlaCallModule"
+    op_types: tuple[str, ...] = ()
+    xla_op_types: tuple[str, ...] = ()
 
     def signature(self, name: str) -> SignatureReport:
         """The report of signature `name` (KeyError naming the model's signatures if absent)."""

@@ -87,6 +87,10 @@ class SignatureInfo:
     reference_source: str = "jax"
 
 
+# How a model's modules run (`Manifest.lowering`): XlaCallModule ops, or plain TF ops.
+LOWERINGS = ("xla_call_module", "plain")
+
+
 @dataclasses.dataclass(frozen=True)
 class Manifest:
     """Everything jax2tf-native records about a SavedModel it wrote.
@@ -105,6 +109,8 @@ class Manifest:
       input_gradients: whether the inputs take gradients too, or the parameters only.
       target_tf: the TensorFlow version ("2.19") the modules were written for (`save`'s
         `target_tf`, the installed TF's by default); None in models written before the field.
+      lowering: how the modules run: "xla_call_module" (one XlaCallModule op each, run by
+        TF's XLA) or "plain" (`enable_xla=False`: ordinary TF ops, no XLA).
     """
     format_version: int
     created_utc: str
@@ -118,6 +124,7 @@ class Manifest:
     stablehlo_version: str
     input_gradients: bool = True
     target_tf: str | None = None
+    lowering: str = "xla_call_module"
 
     def signature(self, name: str) -> SignatureInfo:
         for sig in self.signatures:
@@ -171,12 +178,15 @@ class Manifest:
             platforms=tuple(raw["platforms"]), stablehlo_version=raw["stablehlo_version"],
             # Models written before the field existed differentiate their inputs too.
             input_gradients=raw.get("input_gradients", True),
-            target_tf=raw.get("target_tf"))
+            target_tf=raw.get("target_tf"),
+            lowering=raw.get("lowering", "xla_call_module"))
 
     def _check_types(self) -> None:
         def bad(what: str, value) -> ManifestError:
             return ManifestError(f"{MANIFEST_FILE}: {what} is {value!r}. {_RESAVE}")
 
+        if self.lowering not in LOWERINGS:
+            raise bad("lowering", self.lowering)
         for name in ("variable_count", "variable_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

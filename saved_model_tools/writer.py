@@ -92,6 +92,7 @@ class _ConvertOptions:
     stablehlo_version: str | None = None
     linalg: str = "portable"
     target_tf: str | None = None
+    enable_xla: bool = True
 
 
 def _as_specs(polymorphic_shapes, n_args: int) -> list:
@@ -131,11 +132,11 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
          signatures: Sequence[Signature] | None = None, with_gradient: bool = True,
          gradient_mode: str = "recompute", input_gradients: bool = True,
          platforms: Sequence[str] | None = None,
-         jit_compile: bool = True, overwrite: bool = False,
+         jit_compile: bool | None = None, overwrite: bool = False,
          progress: Callable[[str], None] | None = None,
          polymorphic_constraints: Sequence[str] = (), stablehlo_version: str | None = None,
          linalg: str = "portable", trainable: Any = None,
-         target_tf: str | None = None) -> manifest.Manifest:
+         target_tf: str | None = None, enable_xla: bool = True) -> manifest.Manifest:
     """Writes `fn(params, *args)` as a SavedModel for TF Serving.
 
     `params` become `tf.Variable`s named by pytree path (stored in the checkpoint, never as
@@ -171,7 +172,8 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
       platforms: lowering platforms, e.g. ("cpu", "cuda"); default the JAX backend.
       jit_compile: compile each signature as one XLA cluster (measured 4-11% faster serving:
         fewer TF executor steps around the module). Pass False if a pre/post-processing
-        function uses TF ops XLA cannot compile (e.g. string ops).
+        function uses TF ops XLA cannot compile (e.g. string ops). Default (None): True, or
+        False with `enable_xla=False`.
       overwrite: replace an existing directory (only once the new model is complete).
       progress: called with one line per phase (trace/export, references, write, commit);
         for 64 MiB of parameters or more also "  Variables: i/n made" and "  checkpoint: X of
@@ -190,6 +192,12 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         manifest records the target. What that TF cannot run fails here, before anything is
         written (`TargetTfError` naming the op and the oldest TF that runs it). Check the
         result there with `jax2tf-native verify DIR --tf 2.19`.
+      enable_xla: True (default): each module is one XlaCallModule op. False: the modules (and
+        the gradient's VJP modules) are written as ordinary TF ops, with no XLA op and no
+        jit_compile anywhere (as `jax2tf_native.convert(..., enable_xla=False)`), for TF
+        Serving GPU images without XLA's CUDA compiler, tensorflow-metal, TFLite builtins,
+        tf2onnx or TF.js. An op with no exact lowering raises `PlainLoweringError` before
+        anything is written. The manifest records `lowering="plain"`.
 
     Returns:
       The `manifest.Manifest` recorded in the model.
@@ -198,6 +206,8 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
       FileExistsError: `export_dir` exists and `overwrite` is False.
       ValueError / TypeError: a bad argument (the message names it and the fix).
       jax2tf_native.errors.TargetTfError: `target_tf` cannot run the model (nothing written).
+      jax2tf_native.errors.PlainLoweringError: with `enable_xla=False`, an op (of the model or
+        of its gradient) has no exact plain-TF lowering (nothing written).
 
     Example:
         >>> import tempfile
@@ -216,6 +226,7 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         raise TypeError("example_args must be a list or tuple of arrays (one per input after "
                         f"params), got {type(example_args).__name__}. Fix: e.g. [images].")
     target = _target(target_tf)
+    jit_compile = _jit_compile(jit_compile, enable_xla)
     extra = list(signatures or ())
     names = [DEFAULT_SIGNATURE] + [s.name for s in extra]
     if len(set(names)) != len(names):
@@ -238,9 +249,10 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
              if s.example_args is None and s.fn is not None else s for s in extra]
     options = _ConvertOptions(with_gradient, gradient_mode, input_gradients, platforms,
                               jit_compile, tuple(polymorphic_constraints), stablehlo_version,
-                              linalg, target.version)
+                              linalg, target.version, enable_xla)
 
-    with steps.phase("trace and export every signature (JAX -> StableHLO -> XlaCallModule)"):
+    with steps.phase(f"trace and export every signature (JAX -> StableHLO -> "
+                     f"{'XlaCallModule' if enable_xla else 'plain TF ops'})"):
         made = large_write.VariableProgress(progress, len(jax.tree.leaves(params)))
         params_tree, flat_variables = tf_variables.to_variables(params, trainable,
                                                                 on_variable=made)
@@ -272,7 +284,8 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
             records = {name: finish(outputs[name]) for name, (_, finish) in lowered.items()}
             record = _write_records(temp, built, records, flat_variables, with_gradient,
                                     gradient_mode, platforms, input_gradients,
-                                    stablehlo_version=stablehlo_version, target=target)
+                                    stablehlo_version=stablehlo_version, target=target,
+                                    enable_xla=enable_xla)
         commit_start = time.perf_counter()
     steps.done(f"commit atomically to {export_dir}", commit_start)
     return record
@@ -289,6 +302,20 @@ def _reference_params(params, flat_variables: Sequence[tf.Variable]):
 
 
 _GRADIENT_TRACE_FAILED = "Error when tracing gradients for SavedModel"
+
+
+def _jit_compile(jit_compile: bool | None, enable_xla) -> bool:
+    """`save`'s jit_compile: True by default, never with plain TF ops (no XLA anywhere)."""
+    if not isinstance(enable_xla, (bool, np.bool_)):
+        raise TypeError(f"enable_xla must be True or False, got {enable_xla!r}.")
+    enable_xla = bool(enable_xla)
+    if jit_compile is None:
+        return enable_xla
+    if jit_compile and not enable_xla:
+        raise ValueError("jit_compile=True compiles each signature with XLA, which "
+                         "enable_xla=False is meant to keep out of the model. Fix: drop "
+                         "jit_compile (it defaults to False with enable_xla=False).")
+    return bool(jit_compile)
 
 
 def _save_saved_model(root, directory, signatures, with_gradient: bool) -> None:
@@ -315,6 +342,11 @@ def _save_saved_model(root, directory, signatures, with_gradient: bool) -> None:
                and (cause.__cause__ or cause.__context__) is not None):
             # TF's StagingError ("in user code: ...") wraps the error the export raised.
             cause = cause.__cause__ or cause.__context__
+        if isinstance(cause, jax2tf_native.PlainLoweringError):
+            # enable_xla=False: the gradient's VJP holds an op with no plain lowering.
+            raise jax2tf_native.PlainLoweringError(
+                f"The model's gradient cannot be written as plain TF ops: {cause} (Or save "
+                f"with with_gradient=False if the model only serves.)") from cause
         raise jax2tf_native.GradientSpecError(
             f"The model's gradient cannot be exported, so the SavedModel cannot keep it: "
             f"{type(cause).__name__}: {first_line(cause)} Fix: save with "
@@ -363,7 +395,7 @@ def _build(spec: Signature, main: Signature, params_tree, options: _ConvertOptio
         gradient_argnums=None if options.input_gradients else 0,
         polymorphic_constraints=options.polymorphic_constraints,
         stablehlo_version=options.stablehlo_version, linalg=options.linalg,
-        target_tf=options.target_tf)
+        target_tf=options.target_tf, enable_xla=options.enable_xla)
     output_names = spec.output_names if spec.output_names is not None else (
         main.output_names if spec.fn is None and spec.postprocess is None else None)
 
@@ -441,7 +473,7 @@ def _references(b: _Built, main: Signature, params) -> tuple[list[Callable], Cal
 def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_variables,
                    with_gradient: bool, gradient_mode: str, platforms,
                    input_gradients: bool = True, stablehlo_version: str | None = None,
-                   *, target) -> manifest.Manifest:
+                   *, target, enable_xla: bool = True) -> manifest.Manifest:
     record_dir = temp / manifest.RECORD_DIR
     infos, warmup_requests = [], []
     for b in built:
@@ -466,7 +498,8 @@ def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_vari
         platforms=tuple(platforms or (jax.default_backend(),)),
         stablehlo_version=stablehlo_version or target.stablehlo_version,
         input_gradients=input_gradients,
-        target_tf=target.version)
+        target_tf=target.version,
+        lowering="xla_call_module" if enable_xla else "plain")
     manifest.write(temp, record)
     # TF Serving replays these at load, so the XLA modules compile before the first request.
     warmup.write_warmup_requests(temp / manifest.WARMUP_FILE, warmup_requests)

@@ -19,13 +19,13 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
                   example_args: Sequence[Any] | None = None,
                   input_names: Sequence[str] | None = None,
                   output_names: Sequence[str] | None = None, with_gradient: bool = True,
-                  gradient_mode: str = "recompute", jit_compile: bool = True,
+                  gradient_mode: str = "recompute", jit_compile: bool | None = None,
                   overwrite: bool = False,
                   progress: Callable[[str], None] | None = None,
                   stablehlo_version: str | None = None,
                   trainable: Any = None,
                   target_tf: str | None = None,
-                  rewrite_lapack: bool = True) -> manifest.Manifest:
+                  rewrite_lapack: bool = True, enable_xla: bool = True) -> manifest.Manifest:
     """Writes a `jax.export` artifact (an `Exported` or its serialized bytes) as a SavedModel.
 
     No Python source of the model is needed: the artifact is called through
@@ -41,7 +41,7 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
       example_args: example inputs (after params) for the reference data; default random
         inputs of the exported shapes (batch 1 and 3 for a symbolic leading dimension).
       input_names, output_names, jit_compile, overwrite, progress, stablehlo_version,
-        trainable: as for `save` (polymorphic constraints and the linalg lowering are already
+        trainable, enable_xla: as for `save` (polymorphic constraints and the linalg lowering are already
         in the artifact).
       with_gradient: keep gradients; needs an artifact serialized with `vjp_order >= 1`.
       gradient_mode: as for `save`.
@@ -101,7 +101,7 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
                     with_gradient=with_gradient, gradient_mode=gradient_mode,
                     platforms=exported.platforms, jit_compile=jit_compile, overwrite=overwrite,
                     progress=progress, stablehlo_version=stablehlo_version, trainable=trainable,
-                    target_tf=target_tf)
+                    target_tf=target_tf, enable_xla=enable_xla)
     except custom_call_check.CustomCallNotAllowedError as e:
         raise lapack_rewrite.with_failures(e, rewrite.failures) from None
 

@@ -31,7 +31,8 @@ def results(tmp_path_factory):
 _BOTH = ["check_jit_in_out_shardings", "check_constraints_and_nested_jits",
          "check_gradients_of_sharded_function", "check_polymorphic_batch",
          "check_shard_map_converts_but_runs_only_on_its_devices",
-         "check_single_device_mesh_runs", "check_tpu_module_builds_saves_and_fails_only_when_run"]
+         "check_single_device_mesh_runs", "check_tpu_module_builds_saves_and_fails_only_when_run",
+         "check_plain_ops_refuse_a_multi_device_module"]
 # SavedModel checks (each verify is a child process) run with Shardy, JAX's default, only.
 _SHARDY_ONLY = ["check_flax_nnx_model", "check_saved_model_keeps_shardings",
                 "check_save_exported_keeps_shardings",

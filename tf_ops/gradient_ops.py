@@ -19,7 +19,7 @@ _XLA_COMPILE = {"_XlaCompile": tf.compat.v1.AttrValue(b=True)}
 
 
 @contextlib.contextmanager
-def one_xla_cluster() -> Iterator[None]:
+def one_xla_cluster(enabled: bool = True) -> Iterator[None]:
     """In a graph, marks the ops built inside for XLA compilation (`_XlaCompile`).
 
     A training step in a plain `tf.function` runs the forward op (with residuals) and the
@@ -29,7 +29,8 @@ def one_xla_cluster() -> Iterator[None]:
     `jax.jit(jax.value_and_grad(f))` do. Only marked ops join: on CPU and GPU TF clusters
     unmarked ops only under auto-clustering (`tf.config.optimizer.set_jit`). Where an unmarked
     op lies between the two (the loss squared in TF before the gradient), TF keeps them apart
-    (a cluster may not form a cycle), each still one XLA program as before. Eagerly: nothing.
+    (a cluster may not form a cycle), each still one XLA program as before. Eagerly, or with
+    `enabled` False (modules run as plain TF ops, `enable_xla=False`: no XLA anywhere): nothing.
 
     Example:
         >>> @tf.function(autograph=False)
@@ -41,7 +42,7 @@ def one_xla_cluster() -> Iterator[None]:
         >>> graph.get_operation_by_name("marked").get_attr("_XlaCompile")
         True
     """
-    if tf.executing_eagerly():
+    if tf.executing_eagerly() or not enabled:
         yield
         return
     # Private TF: `Graph._attr_scope` adds node attributes to the ops built in its scope; the

@@ -1,7 +1,10 @@
 """Builds the one `XlaCallModule` TF op that runs an exported JAX module.
 
 `TfModule` is everything the op needs, computed once per `jax.export.Exported`; `call` builds the
-op from it, eagerly or in a graph. This is the only place that knows the op's attributes.
+op from it, eagerly or in a graph. This is the only place that knows the op's attributes, and
+the one place that decides which ops run a module: with `plain=True` (`enable_xla=False`) the
+module runs as ordinary TF ops instead (`plain_module`), with no XLA op, sharding op or
+platform guard around it.
 
 Modules that this host cannot run (see `runnable`) still build: in a graph the op is preceded by
 a guard that fails with our message only where the module cannot run, so a graph traced on a
@@ -18,7 +21,8 @@ import jax.numpy as jnp
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as _tfxla
 
-from tf_ops import custom_call_check, dtypes, module_for_tf, module_verify, platforms, runnable
+from tf_ops import custom_call_check, dtypes, module_for_tf, module_verify, plain_module
+from tf_ops import platforms, runnable
 from tf_ops import shardings, tf_targets, versions
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
@@ -37,7 +41,8 @@ class TfModule:
     """An exported module made ready for TensorFlow's `XlaCallModule`.
 
     Attributes:
-      module: the StableHLO portable artifact, serialized for the consuming TF's version.
+      module: the StableHLO portable artifact, serialized for the consuming TF's version
+        (empty with `plain`: no XlaCallModule op reads it).
       stablehlo_version: the StableHLO version `module` was written in.
       calling_convention_version: the XlaCallModule `version` attribute.
       platforms: upper-case XLA platform names the module was lowered for (`platforms` attr).
@@ -55,6 +60,8 @@ class TfModule:
       out_shardings: JAX `HloSharding` (or None) of every flat output.
       use_shardy: whether the module holds Shardy ops (`use_shardy_partitioner` attr).
       problem_here: why TF on this host cannot run the module, with the fix; None if it can.
+      plain: the module as ordinary TF ops (`enable_xla=False`), run by `call` instead of the
+        XlaCallModule op; None: the op.
     """
     module: bytes
     stablehlo_version: str
@@ -73,6 +80,7 @@ class TfModule:
     out_shardings: tuple = ()
     use_shardy: bool = False
     problem_here: str | None = None
+    plain: plain_module.PlainModule | None = dataclasses.field(default=None, compare=False)
 
     @property
     def platform_check_disabled(self) -> bool:
@@ -90,7 +98,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
                             in_shardings: Sequence | None = None,
                             out_shardings: Sequence | None = None,
                             target: tf_targets.TfTarget | None = None,
-                            written_here: bool = False) -> TfModule:
+                            written_here: bool = False, plain: bool = False) -> TfModule:
     """Prepares `exported` for TF: checks TF can run it somewhere and re-serializes its module.
 
     With `target` (a measured TF version, see `tf_targets`) the module must also run there: its
@@ -109,6 +117,10 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         XlaSharding ops around the call in graphs; None: no sharding ops.
       written_here: the module bytes come from `jax.export` in this process (see
         `module_for_tf.module_bytes_for_tf`).
+      plain: run the module as ordinary TF ops (`enable_xla=False`): every op is checked here
+        (`plain_module.plain_module_from_exported`) instead of the XlaCallModule checks; no
+        module bytes are written (`module` is empty), `target` and `checks` do not apply, and
+        the module needs no TF host platform.
 
     Raises:
       custom_call_check.CustomCallNotAllowedError: a custom call TF cannot run (listing each
@@ -120,6 +132,8 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         and the fix.
       ValueError: the calling convention or effects cannot run in the installed TensorFlow (the
         message names both sides and the fix).
+      tf_ops.plain.PlainLoweringError: with `plain`, an op (or the module) that cannot be
+        lowered exactly to plain TF ops (a NotImplementedError naming op, dtype, source line).
 
     Example:
         >>> exp = jax.export.export(jax.jit(jnp.sin))(jax.ShapeDtypeStruct((3,), "float32"))
@@ -128,7 +142,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         array([0., 0., 0.], dtype=float32)
     """
     module_verify.check_fields(exported)
-    if target is not None:
+    if target is not None and not plain:
         target.check_calling_convention(exported.calling_convention_version,
                                         f"'{exported.fun_name}'")
     versions.check_calling_convention_supported(exported.calling_convention_version)
@@ -153,10 +167,18 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         multi_device.extend(runnable.multi_device_ops(module))
         shardy.append(module_for_tf.uses_shardy(module))
 
-    module = module_for_tf.module_bytes_for_tf(
-        exported.mlir_module_serialized, stablehlo_version=target_stablehlo,
-        checks=(signature_check, allowlist_check, tf_calls_check, record, *checks),
-        target_tf=target.version if target else None, written_here=written_here)
+    if plain:
+        # No XlaCallModule op will read the module: nothing is written for a TF version (whose
+        # StableHLO version or calling convention does not apply to plain ops); the lowering
+        # reads and checks the module itself.
+        lowered = plain_module.plain_module_from_exported(exported, len(tf_functions))
+        module, shardy = b"", [False]
+    else:
+        lowered = None
+        module = module_for_tf.module_bytes_for_tf(
+            exported.mlir_module_serialized, stablehlo_version=target_stablehlo,
+            checks=(signature_check, allowlist_check, tf_calls_check, record, *checks),
+            target_tf=target.version if target else None, written_here=written_here)
     n_in, n_out = len(exported.in_avals), len(exported.out_avals)
     return TfModule(
         module=module,
@@ -176,9 +198,11 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         out_shardings=tuple(out_shardings) if out_shardings is not None else (None,) * n_out,
         # As the module was lowered (its ops say so, whatever JAX's setting is now).
         use_shardy=shardy[0],
-        problem_here=runnable.problem_here(exported.fun_name, exported.platforms,
-                                           exported.nr_devices, tuple(multi_device),
-                                           _PLATFORM_CHECK in disabled),
+        # Plain TF ops run on every TF device, whatever platform the module was lowered for.
+        problem_here=None if plain else runnable.problem_here(
+            exported.fun_name, exported.platforms, exported.nr_devices, tuple(multi_device),
+            _PLATFORM_CHECK in disabled),
+        plain=lowered,
     )
 
 
@@ -217,9 +241,15 @@ def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor],
     Eagerly, callers check `problem_here` first (`jax2tf_native.tf_runner.call_flat` raises
     `ModuleNotRunnableHereError`). In a graph the op runs after the ops `after` (e.g. run-time
     shape asserts), without identity copies of its inputs.
+
+    A module with `plain` runs as ordinary TF ops instead, after `after` too: no XlaCallModule,
+    XlaSharding or guard op.
     """
     eager = tf.executing_eagerly()
     kept = [args_flat[i] for i in tf_module.kept_var_idx]
+    if tf_module.plain is not None:
+        with tf.control_dependencies(list(after)):
+            return tf_module.plain.call(kept)
     guards = []
     if not eager:
         kept = shardings.shard_all(kept, [tf_module.in_shardings[i]

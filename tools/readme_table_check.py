@@ -9,6 +9,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import jax
@@ -300,6 +301,38 @@ def transformations_row(lines: list[str]) -> None:
     lines.append("")
 
 
+def plain_row(lines: list[str]) -> None:
+    """`enable_xla=False`: what ops the graph of a small dense model holds, and its values."""
+    w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    fn = lambda x: jax.nn.softmax(jnp.tanh(x @ w), axis=-1)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+
+    def graph_ops(convert):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            f_tf = convert(fn, enable_xla=False)
+        traced = tf.function(f_tf, autograph=False).get_concrete_function(
+            tf.TensorSpec((2, 3), tf.float32))
+        _close(traced(tf.constant(x)), fn(x))
+        graph = traced.graph.as_graph_def()
+        types = {n.op for n in graph.node} | {n.op for f in graph.library.function
+                                               for n in f.node_def}
+        xla = sorted(t for t in types if t.startswith(("Xla", "_Xla")))
+        warned = [str(c.message).split(":")[0] for c in caught
+                  if issubclass(c.category, DeprecationWarning)]
+        return (f"XLA ops in the graph: {xla or 'none'}; {len(types)} op types"
+                + (f"; warns: {warned[0]}" if warned else ""))
+
+    def cell(convert) -> str:
+        found = []
+        failed = _outcome(lambda: found.append(graph_ops(convert)))
+        return f"runs; {found[0]}" if found else failed
+
+    lines += ["## Row: enable_xla=False", "", "| | jax2tf | jax2tf-native |", "|---|---|---|",
+              f"| softmax(tanh(x @ w)), tf.function graph | {cell(jax2tf.convert)} | "
+              f"{cell(jax2tf_native.convert)} |", ""]
+
+
 def main() -> None:
     lines = [f"# README comparison table, re-run (JAX {jax.__version__}, TF {tf.__version__})",
              "", "Written by `python -m tools.readme_table_check` (load average at the start "
@@ -307,7 +340,8 @@ def main() -> None:
              "the timed row is as noisy as the machine).", ""]
     for row in (ops_row, eager_row, gradients_row, bad_shapes_row, linalg_row,
                 custom_calls_row, call_tf_row, transformations_row,
-                readme_table_runtime.sharded_row, readme_table_runtime.older_tf_row):
+                readme_table_runtime.sharded_row, readme_table_runtime.older_tf_row,
+                plain_row):
         row(lines)
         print(f"done {row.__name__}", file=sys.stderr)
     RESULT.write_text("\n".join(lines) + "\n")

@@ -3,7 +3,11 @@
 Runs each case of `jax._src.internal_test_util.test_harnesses` (~5,600 cases over all
 primitives and dtypes) through `jax2tf_native.convert` (or the peer, `--converter peer`),
 eagerly and inside `tf.function(jit_compile=True)`, and compares with `jax.jit` on the same
-inputs. All cases run in ONE worker process, as a long-running user process would; the parent
+inputs. `--converter plain` measures the plain-TF-ops lowering (`enable_xla=False`, issue 27):
+the case's module (exported for CPU with the portable linear algebra) is read and checked by
+`tf_ops.plain`; a `PlainLoweringError` is the case's `refused` status, else the plain ops run
+eagerly and inside `tf.function(autograph=False)` (no XLA) and are compared with `jax.jit`;
+a per-group table of coverage is written to `plain_coverage.md`. All cases run in ONE worker process, as a long-running user process would; the parent
 only watches it:
 
 - each case has a time bound (`--bound`, seconds); a case over it is recorded as `timeout`
@@ -16,6 +20,7 @@ only watches it:
 Usage:
     nice -n 10 python tools/soak_harnesses.py --out tools/results/soak
     python tools/soak_harnesses.py --every 200 --out /tmp/soak_sample   # the CI sample
+    nice -n 10 python tools/soak_harnesses.py --converter plain --out tools/results/plain
 """
 from __future__ import annotations
 
@@ -110,6 +115,14 @@ def _our_error(exc: BaseException) -> bool:
                                 "jax2tf_native")
 
 
+def _harness_dtype(harness) -> str:
+    import numpy as np
+    try:
+        return np.dtype(harness.dtype).name
+    except TypeError:
+        return str(harness.dtype)
+
+
 def _run_case(harness, converter: str) -> dict:
     import faulthandler
     import jax
@@ -125,6 +138,11 @@ def _run_case(harness, converter: str) -> dict:
     except Exception as exc:  # the harness does not run in JAX itself here (e.g. x64 off)
         return {"status": "skip", "detail": "jax: " + _short(exc)}
     rss0 = _rss_mb()
+    if converter == "plain":
+        rec = _run_plain_case(harness, args, want)
+        rec["rss_growth_mb"] = round(_rss_mb() - rss0, 3)
+        rec["rss_mb"] = round(_rss_mb(), 1)
+        return rec
     if converter == "ours":
         import jax2tf_native
         converted = jax2tf_native.convert(harness.dyn_fun)
@@ -155,6 +173,111 @@ def _run_case(harness, converter: str) -> dict:
     return rec
 
 
+def _plain_first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:400]
+
+
+def _run_plain_case(harness, args, want) -> dict:
+    """`--converter plain`: export (portable linalg, CPU), read, check, run plain TF ops."""
+    import jax
+    import numpy as np
+    import tensorflow as tf
+    from jax2tf_native import exporting
+    from tf_ops import plain
+    rec = {"status": "ok"}
+    start = time.perf_counter()
+    try:
+        exported = exporting.export(harness.dyn_fun, tuple(args), {}, platforms=("cpu",),
+                                    disabled_checks=(), linalg="portable")
+    except Exception as exc:
+        if _our_error(exc):  # e.g. eig: no portable form (the XLA route refuses it too)
+            return {"status": "refused", "stage": "export", "detail": _short(exc)}
+        return {"status": "error_export", "detail": _short(exc)}
+    try:
+        program = plain.read_program(exported.mlir_module())
+        plain.check_program(program)
+    except plain.PlainLoweringError as exc:
+        return {"status": "refused", "stage": "check", "detail": _plain_first_line(exc),
+                "op": _refused_op(exc)}
+    except Exception as exc:
+        return {"status": "error_check", "detail": _short(exc)}
+    rec["check_seconds"] = round(time.perf_counter() - start, 4)
+    flat = jax.tree.leaves(args)
+    kept = sorted(exported.module_kept_var_idx)
+    avals = exported.in_avals
+    tensors = [tf.constant(np.asarray(flat[i]).astype(avals[i].dtype)) for i in kept]
+    want_leaves = jax.tree.leaves(want)
+    for mode in ("eager", "graph"):
+        try:
+            if mode == "eager":
+                outputs = plain.run_program(program, tensors)
+            else:
+                fn = tf.function(lambda *xs: plain.run_program(program, list(xs)),
+                                 autograph=False)
+                outputs = fn(*tensors)
+            got = [np.asarray(t.numpy() if hasattr(t, "numpy") else t) for t in outputs]
+        except plain.PlainLoweringError as exc:
+            # Refused while building the ops, not by check_program: still our error, but
+            # later than conversion should refuse.
+            return {"status": "refused", "stage": f"run_{mode}",
+                    "detail": _plain_first_line(exc), "op": _refused_op(exc)}
+        except Exception as exc:
+            rec["status"] = f"error_{mode}"
+            rec["detail"] = _short(exc)
+            break
+        reason = _compare(want_leaves, got)
+        if reason is not None:
+            # The same module run by JAX's XLA (what convert's XlaCallModule runs): where the
+            # plain ops equal it, the difference is the exported module's own (the portable
+            # linear algebra vs JAX's LAPACK lowering, docs/compat.md), not the lowering's.
+            try:
+                module_want = jax.tree.leaves(jax.tree.map(
+                    np.asarray, jax.jit(exported.call)(*args)))
+                module_reason = _compare(module_want, got)
+            except Exception as exc:
+                module_reason = "module not run by JAX: " + _short(exc)
+            if module_reason is None:
+                rec["status"] = "same_as_xla"
+                rec["detail"] = f"{mode}: equal to the module run by XLA, which differs from " \
+                                f"jax.jit: {reason}"
+                continue
+            if _close_normwise(want_leaves, got):
+                rec["status"] = "close_normwise"
+                rec["detail"] = (f"{mode}: within tolerance x the largest |value| (rounding of "
+                                 f"a large factorization), not elementwise: {reason}")
+                continue
+            rec["status"] = f"mismatch_{mode}"
+            rec["detail"] = f"{reason}; vs the module run by XLA: {module_reason}"
+            break
+    return rec
+
+
+def _close_normwise(want, got) -> bool:
+    """Every float leaf within rtol * max|want| + atol of JAX's (the harness tolerance applied
+    to the largest value, not to each element), every other leaf equal: what float rounding in
+    a large factorization (cholesky 200x200) gives, where small entries fail elementwise."""
+    import numpy as np
+    for w, g in zip(want, got):
+        w, g = np.asarray(w), np.asarray(g)
+        tol = _tolerance(w.dtype) if w.shape == g.shape and w.dtype == g.dtype else None
+        if tol is None:
+            return False
+        wf, gf = w.astype(np.complex128), g.astype(np.complex128)
+        if not (np.isfinite(wf).all() and np.isfinite(gf).all()):
+            return False
+        scale = float(np.max(np.abs(wf))) if wf.size else 0.0
+        if wf.size and float(np.max(np.abs(wf - gf))) > tol[0] * scale + tol[1]:
+            return False
+    return True
+
+
+def _refused_op(exc: BaseException) -> str:
+    import re
+    found = re.search(r"cannot lower `([^`]+)`", str(exc))
+    return found.group(1) if found else ""
+
+
 def worker_main(converter: str, bound: float) -> None:
     import faulthandler
     # Results go to the original stdout; everything else (TF/XLA logging, prints) to stderr,
@@ -183,6 +306,7 @@ def worker_main(converter: str, bound: float) -> None:
         rec["index"] = index
         rec["name"] = name[:200]
         rec["group"] = by_name[name].group_name
+        rec["dtype"] = _harness_dtype(by_name[name])
         out.write(RESULT_PREFIX + json.dumps(rec) + "\n")
 
 
@@ -319,10 +443,129 @@ def write_summary(records: list[dict], path: str, converter: str, total: int,
     os.replace(tmp, path)
 
 
+_PLAIN_KINDS = ("ok", "same_as_xla", "close_normwise", "refused", "mismatch", "error",
+                "timeout")
+
+
+def _plain_kind(status: str) -> str:
+    if status in ("ok", "same_as_xla", "close_normwise", "refused", "timeout", "skip"):
+        return status
+    if status.startswith("mismatch"):
+        return "mismatch"
+    return "error"  # error_*, crash, runaway_output, harness_error
+
+
+def write_plain_table(records: list[dict], path: str, total: int, jsonl_path: str) -> None:
+    """The coverage table of `--converter plain`: per harness group, what lowers and matches,
+    what is refused (and why), and the cases that must never happen (mismatch, error, hang)."""
+    ran = [r for r in records if r["status"] != "skip"]
+    kinds = collections.Counter(_plain_kind(r["status"]) for r in ran)
+    f32 = [r for r in ran if r.get("dtype") == "float32"]
+    f32_ok = sum(r["status"] == "ok" for r in f32)
+    f32_same = sum(r["status"] in ("same_as_xla", "close_normwise") for r in f32)
+
+    def pct(a: int, b: int) -> str:
+        return f"{100.0 * a / b:.1f}%" if b else "-"
+
+    def refusal_reason(r: dict) -> str:
+        detail = r.get("detail", "")
+        if ": " in detail and "cannot lower" in detail:
+            # "enable_xla=False cannot lower `op` (dtypes) at file:line to plain TensorFlow
+            # ops: <why>. Fix: ..." -> "`op`: why"
+            why = detail.split(" to plain TensorFlow ops: ", 1)[-1].split(". Fix:", 1)[0]
+            return f"`{r.get('op', '?')}`: {why}"
+        return detail[:120]
+
+    lines = [
+        "# Plain-TF-ops coverage (`enable_xla=False`): JAX's primitive harnesses", "",
+        "Generated by `tools/soak_harnesses.py --converter plain` (issue 27, point 2). Each case "
+        "is exported",
+        "for CPU with the portable linear algebra, read and checked by `tf_ops.plain` "
+        "(`check_program`); a",
+        "`PlainLoweringError` is **refused** (our error at conversion). Otherwise the plain TF ops "
+        "run eagerly",
+        "and in `tf.function(autograph=False)` (no XLA) and are compared with `jax.jit` on the "
+        "same inputs",
+        "(floats within the soak's per-dtype tolerances, everything else exactly). Where they "
+        "differ, the",
+        "same exported module is also run by JAX's XLA (what the default `XlaCallModule` "
+        "runs): **same_as_xla**",
+        "means the plain ops equal it, and the difference is the module's own (the portable "
+        "linear algebra",
+        "vs JAX's LAPACK lowering, docs/compat.md), not the plain lowering's. "
+        "**close_normwise**: within the",
+        "tolerance times the largest value of the result, not element by element (float "
+        "rounding in a",
+        "large factorization). **mismatch** (a wrong value),"
+        "**error** (a raw TF/other error) and **timeout** must never happen.", "",
+        f"- cases recorded: {len(records)} of {total}"
+        + ("" if len(records) == total else " (**partial run**: the groups below cover only "
+           "the recorded cases)"),
+        f"- run (JAX itself runs them here): {len(ran)}; skipped: {len(records) - len(ran)}",
+        "- " + ", ".join(f"{k} {kinds.get(k, 0)} ({pct(kinds.get(k, 0), len(ran))})"
+                         for k in _PLAIN_KINDS),
+        f"- **float32 cases: {f32_ok + f32_same} of {len(f32)} lower "
+        f"({pct(f32_ok + f32_same, len(f32))})**: {f32_ok} equal jax.jit, {f32_same} "
+        f"same_as_xla or close_normwise; "
+        f"refused {sum(r['status'] == 'refused' for r in f32)}, mismatch "
+        f"{sum(_plain_kind(r['status']) == 'mismatch' for r in f32)}, error "
+        f"{sum(_plain_kind(r['status']) in ('error', 'timeout') for r in f32)}",
+        f"- raw results, one JSON line per case: `{jsonl_path}`", "",
+        "| group | cases | ok | same_as_xla | close_normwise | refused | mismatch | error | "
+        "timeout | float32 lowered | main refusal / failure |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    groups: dict[str, list[dict]] = collections.defaultdict(list)
+    for r in ran:
+        groups[r["group"]].append(r)
+    for group in sorted(groups):
+        recs = groups[group]
+        counts = collections.Counter(_plain_kind(r["status"]) for r in recs)
+        g32 = [r for r in recs if r.get("dtype") == "float32"]
+        bad = [r for r in recs if _plain_kind(r["status"]) in ("mismatch", "error", "timeout")]
+        refused = collections.Counter(refusal_reason(r) for r in recs
+                                      if r["status"] == "refused")
+        note = ""
+        if bad:
+            note = f"**{bad[0]['status']}**: {bad[0].get('detail', '')[:100]}"
+        elif refused:
+            reason, n = refused.most_common(1)[0]
+            note = f"{n}x {reason[:140]}"
+        lines.append(
+            f"| {group} | {len(recs)} | {counts.get('ok', 0)} | "
+            f"{counts.get('same_as_xla', 0)} | {counts.get('close_normwise', 0)} | "
+            f"{counts.get('refused', 0)} | "
+            f"{counts.get('mismatch', 0)} | {counts.get('error', 0)} | "
+            f"{counts.get('timeout', 0)} | "
+            + (f"{sum(_plain_kind(r['status']) in ('ok', 'same_as_xla', 'close_normwise') for r in g32)}/{len(g32)}"
+               if g32 else "-")
+            + " | " + note.replace("|", "/").replace("\n", " ") + " |")
+    refusals = collections.Counter(refusal_reason(r) for r in ran if r["status"] == "refused")
+    lines += ["", "## Refusals by reason", "", "| cases | op: reason |", "|---:|---|"]
+    lines += [f"| {n} | {reason.replace('|', '/')[:200]} |"
+              for reason, n in refusals.most_common()]
+    lines += ["", "## Mismatches, errors and timeouts (must not happen)", "",
+              "| case | status | detail |", "|---|---|---|"]
+    lines += [f"| {r['name'][:90]} | {r['status']} | "
+              f"{str(r.get('detail', ''))[:160].replace('|', '/')} |"
+              for r in ran if _plain_kind(r["status"]) in ("mismatch", "error", "timeout")]
+    tmp = path + ".tmp"
+    with open(tmp, "w") as table:
+        table.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+def _write_outputs(records: list[dict], args, total: int, wall: float) -> None:
+    write_summary(records, os.path.join(args.out, "soak.md"), args.converter, total, wall)
+    if args.converter == "plain":
+        jsonl = os.path.relpath(os.path.join(args.out, "soak.jsonl"), _REPO)
+        write_plain_table(records, args.table or os.path.join(args.out, "plain_coverage.md"),
+                          total, jsonl)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(_REPO, "tools", "results", "soak"))
-    parser.add_argument("--converter", choices=("ours", "peer"), default="ours")
+    parser.add_argument("--converter", choices=("ours", "peer", "plain"), default="ours")
     parser.add_argument("--bound", type=float, default=120.0, help="seconds per case")
     parser.add_argument("--log-cap-mb", type=float, default=20.0)
     parser.add_argument("--every", type=int, default=1, help="run every N-th case (sample)")
@@ -333,6 +576,9 @@ def main(argv=None) -> int:
     parser.add_argument("--merge", nargs="+", metavar="DIR", default=None,
                         help="write --out's summary from the soak.jsonl of these runs "
                              "(e.g. two ranges run side by side) and exit")
+    parser.add_argument("--table", default=None,
+                        help="--converter plain: where the coverage table goes "
+                             "(default: OUT/plain_coverage.md)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.merge:
@@ -344,8 +590,7 @@ def main(argv=None) -> int:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "soak.jsonl"), "w") as out:
             out.writelines(json.dumps(r) + "\n" for r in records)
-        write_summary(records, os.path.join(args.out, "soak.md"), args.converter,
-                      len(load_harnesses()), float("nan"))
+        _write_outputs(records, args, len(load_harnesses()), float("nan"))
         return 0
     if args.worker:
         worker_main(args.converter, args.bound)
@@ -394,17 +639,15 @@ def main(argv=None) -> int:
             results.write(json.dumps(rec) + "\n")
             results.flush()
             records.append(rec)
-            if rec["status"] not in ("ok", "skip"):
+            if rec["status"] not in ("ok", "skip", "refused"):
                 print(f"[{n + 1}/{len(todo)}] {rec['status']}: {rec['name'][:100]}: "
                       f"{str(rec.get('detail'))[:200]}", flush=True)
             if (n + 1) % 100 == 0:
                 print(f"[{n + 1}/{len(todo)}] {time.monotonic() - start:.0f}s", flush=True)
-                write_summary(records, os.path.join(args.out, "soak.md"), args.converter,
-                              len(indices), time.monotonic() - start)
+                _write_outputs(records, args, len(indices), time.monotonic() - start)
     if worker is not None:
         worker.kill()
-    write_summary(records, os.path.join(args.out, "soak.md"), args.converter, len(indices),
-                  time.monotonic() - start)
+    _write_outputs(records, args, len(indices), time.monotonic() - start)
     bad = [r for r in records if r["status"] in ("timeout", "crash", "runaway_output")]
     return 1 if bad else 0
 

@@ -137,7 +137,7 @@ def convert_model(model: Any, *, polymorphic_shapes: Sequence | str | None = Non
       variables, method: Linen only, see `functional_model`.
       call_kwargs: keyword arguments fixed for every call (e.g. {"train": False}).
       **convert_kwargs: passed to `jax2tf_native.convert` (e.g. `gradient_argnums=0`,
-        `polymorphic_constraints`, `linalg`).
+        `polymorphic_constraints`, `linalg`, `enable_xla=False` for plain TF ops).
 
     Example:
         >>> from flax import nnx

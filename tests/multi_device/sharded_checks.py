@@ -425,9 +425,23 @@ def check_flax_nnx_model(save_dir: Path):
     assert list(module.input_shardings) == [s for s in jax_side["inputs"]], (module, jax_side)
 
 
+def check_plain_ops_refuse_a_multi_device_module():
+    """enable_xla=False: a module exported for 2 devices is refused, naming them (no XLA SPMD
+    partitioner runs plain TF ops)."""
+    jitted = jax.jit(model, in_shardings=(ROW, None), out_shardings=COL)
+    f_tf = jax2tf_native.convert(jitted, enable_xla=False)
+    try:
+        f_tf(X, W)
+    except errors.PlainLoweringError as e:
+        assert "exported for 2 devices" in str(e) and "enable_xla=False" in str(e), str(e)
+    else:
+        raise AssertionError("a 2-device module ran as plain TF ops")
+
+
 CHECKS = [check_jit_in_out_shardings, check_constraints_and_nested_jits,
           check_gradients_of_sharded_function, check_polymorphic_batch,
-          check_shard_map_converts_but_runs_only_on_its_devices, check_single_device_mesh_runs]
+          check_shard_map_converts_but_runs_only_on_its_devices, check_single_device_mesh_runs,
+          check_plain_ops_refuse_a_multi_device_module]
 
 
 def main(result_file: str, save_dir: str) -> None:

@@ -1,0 +1,64 @@
+"""The one check the plain-lowering tests share: a JAX function, exported, lowered to plain TF
+ops, equals JAX eagerly and in a `tf.function` (also with `None` dimensions), and the graph holds
+no XLA op."""
+from __future__ import annotations
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+from tests.conftest import assert_tree_allclose
+from tf_ops import plain
+
+XLA_OP_PREFIXES = ("Xla", "_Xla")
+
+
+def export(f, args, polymorphic_shapes=None):
+    specs = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in args]
+    if polymorphic_shapes is not None:
+        scope = jax.export.SymbolicScope()  # one scope: arguments may share a symbol ("b")
+        specs = [jax.ShapeDtypeStruct(jax.export.symbolic_shape(p, scope=scope), s.dtype)
+                 if p else s for p, s in zip(polymorphic_shapes, specs)]
+    return jax.export.export(jax.jit(f), platforms=["cpu"])(*specs)
+
+
+def lowered(f, args, polymorphic_shapes=None) -> plain.Program:
+    program = plain.read_program(export(f, args, polymorphic_shapes).mlir_module())
+    plain.check_program(program)
+    return program
+
+
+def graph_op_types(concrete_function) -> set[str]:
+    """Op types of a concrete function's graph and every function in its library."""
+    graph_def = concrete_function.graph.as_graph_def()
+    types = {node.op for node in graph_def.node}
+    for function in graph_def.library.function:
+        types |= {node.op for node in function.node_def}
+    return types
+
+
+def assert_lowers_like_jax(f, *args, polymorphic_shapes=None, rtol=1e-6, atol=1e-6):
+    """Checks eager and graph results against `jax.jit(f)`; with `polymorphic_shapes` (one
+    string or None per argument, e.g. "b, 3") the graph is traced with None for each symbolic
+    dimension. Returns the graph's op types."""
+    program = lowered(f, args, polymorphic_shapes)
+    want = jax.jit(f)(*args)
+    want_leaves = jax.tree.leaves(want)
+    tensors = [tf.constant(a) for a in args]
+    got = plain.run_program(program, tensors)
+    assert_tree_allclose(got, want_leaves, rtol=rtol, atol=atol)
+    signature = []
+    for a, p in zip(args, polymorphic_shapes or [None] * len(args)):
+        shape = list(np.shape(a))
+        if p:
+            dims = [d.strip() for d in p.strip("()").split(",")]
+            shape = [None if not d.isdigit() and d != "..." else s for d, s in zip(dims, shape)]
+        signature.append(tf.TensorSpec(shape, tf.as_dtype(np.asarray(a).dtype)))
+    graph_fn = tf.function(lambda *xs: plain.run_program(program, list(xs)), autograph=False,
+                           input_signature=signature)
+    concrete = graph_fn.get_concrete_function()
+    assert_tree_allclose(graph_fn(*tensors), want_leaves, rtol=rtol, atol=atol)
+    types = graph_op_types(concrete)
+    xla = sorted(t for t in types if t.startswith(XLA_OP_PREFIXES))
+    assert not xla, f"XLA ops in the plain graph: {xla}"
+    return types

@@ -1,0 +1,110 @@
+"""The plain lowering's core: reading modules, elementwise semantics where TF and StableHLO
+differ, shapes, loops and conditionals, symbolic dimensions, and refusals."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, export
+from tf_ops import plain
+
+X = np.linspace(-3, 3, 12, dtype=np.float32).reshape(4, 3)
+
+
+def test_elementwise_float():
+    assert_lowers_like_jax(lambda x: (jnp.tanh(x) * 2 + jnp.exp(x), jnp.maximum(x, 0.5),
+                                      jax.nn.sigmoid(x), jnp.log1p(jnp.abs(x))), X)
+
+
+def test_nan_propagates_through_max_min():
+    x = np.array([np.nan, 1.0, -np.inf, 2.0], np.float32)
+    y = np.array([0.0, np.nan, 1.0, np.nan], np.float32)
+    assert_lowers_like_jax(lambda a, b: (jnp.maximum(a, b), jnp.minimum(a, b),
+                                         jnp.clip(a, -1.0, 1.0)), x, y)
+
+
+def test_integer_division_and_remainder_edge_cases():
+    a = np.array([-7, 7, 0, np.iinfo(np.int32).min, 5, -5], np.int32)
+    b = np.array([2, -2, 0, -1, 0, 3], np.int32)
+    assert_lowers_like_jax(lambda a, b: (a // b, a % b, jax.lax.div(a, b), jax.lax.rem(a, b)),
+                           a, b)
+    ua = np.array([7, 200, 0, 255], np.uint8)
+    ub = np.array([2, 0, 0, 7], np.uint8)
+    assert_lowers_like_jax(lambda a, b: (jax.lax.div(a, b), jax.lax.rem(a, b), a * b, -a),
+                           ua, ub)
+
+
+def test_shifts_past_the_bit_width():
+    a = np.array([-7, 7, 1, -128, 5], np.int32)
+    s = np.array([1, 33, 31, 2, -1], np.int32)
+    assert_lowers_like_jax(lambda a, s: (a << s, a >> s, jax.lax.shift_right_logical(a, s)),
+                           a, s)
+
+
+def test_float_to_int_saturates_and_nan_is_zero():
+    x = np.array([np.nan, 1e10, -1e10, 3.7, -3.7, 255.5, 256, -0.5], np.float32)
+    assert_lowers_like_jax(lambda x: (x.astype(jnp.int32), x.astype(jnp.uint8),
+                                      x.astype(jnp.int8), x.astype(jnp.bool_)), x)
+
+
+def test_rounding_modes():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, 3.2, -3.7], np.float32)
+    assert_lowers_like_jax(lambda x: (jnp.round(x), jax.lax.round(
+        x, jax.lax.RoundingMethod.AWAY_FROM_ZERO), jnp.floor(x), jnp.ceil(x)), x)
+
+
+def test_integer_power_popcount_clz():
+    assert_lowers_like_jax(lambda a, b: a ** b, np.array([2, -1, 1, 3, 0, -2], np.int32),
+                           np.array([3, -3, -5, -1, 0, 5], np.int32))
+    assert_lowers_like_jax(lambda x: (jax.lax.population_count(x), jax.lax.clz(x)),
+                           np.array([0, 1, -1, 255, 1 << 20], np.int32))
+
+
+def test_reduce_precision_and_bitcast():
+    x = np.array([1.0001, 3.14159, 1e-6, 70000.0, -2.5, np.nan], np.float32)
+    assert_lowers_like_jax(lambda x: (jax.lax.reduce_precision(x, 5, 10),
+                                      jax.lax.bitcast_convert_type(x, jnp.int32)), x)
+
+
+def test_total_order_compare():
+    x = np.array([np.nan, -np.nan, -0.0, 0.0, -np.inf, 1.0], np.float32)
+    f = lambda a, b: jax.lax.compare_total_order_p.bind(a, b, direction="LT") \
+        if hasattr(jax.lax, "compare_total_order_p") else a < b
+    assert_lowers_like_jax(lambda a: a[:, None] < a[None, :], x)
+
+
+def test_pads_slices_and_broadcasts():
+    assert_lowers_like_jax(lambda x: (jnp.pad(x, ((1, 2), (0, 1))),
+                                      jax.lax.pad(x, 0., ((1, -1, 1), (-1, 2, 2))),
+                                      x.T, x[1:3, ::2], jnp.concatenate([x, x], 1), x[::-1],
+                                      jnp.broadcast_to(x[:, None, :], (4, 2, 3))), X)
+
+
+def test_loops_and_conditionals():
+    assert_lowers_like_jax(lambda x: jax.lax.fori_loop(0, 5, lambda i, c: c * 1.1 + i, x), X)
+    assert_lowers_like_jax(
+        lambda x, i: jax.lax.switch(i, [lambda: x + 1, lambda: x * 2, lambda: -x]),
+        X, np.int32(5))
+
+
+def test_symbolic_batch_is_read_at_run_time():
+    f = lambda x: jnp.concatenate([jnp.sin(x), x * 2], axis=1) + jnp.arange(6.0)
+    types = assert_lowers_like_jax(f, X, polymorphic_shapes=["b, 3"])
+    assert "Shape" in types
+
+
+def test_constants_of_every_dtype():
+    assert_lowers_like_jax(lambda x: (x * jnp.bfloat16(3), jnp.array([1.5, 2], jnp.bfloat16),
+                                      jnp.array([1 + 2j, 3j], jnp.complex64),
+                                      jnp.array([True, False]), jnp.array([1, 2], jnp.uint16)),
+                           np.ones(2, jnp.bfloat16), rtol=1e-2)
+
+
+def test_refusal_names_op_dtype_and_source():
+    exported = export(lambda x: jax.lax.reduce_precision(x, 5, 10).astype(jnp.float8_e4m3fn),
+                      [X])
+    program = plain.read_program(exported.mlir_module())
+    with pytest.raises(plain.PlainLoweringError, match=r"stablehlo.convert.*f8E4M3FN.*"
+                       r"test_core.py:\d+.*enable_xla=True"):
+        plain.check_program(program)
+    assert isinstance(plain.PlainLoweringError("x"), NotImplementedError)

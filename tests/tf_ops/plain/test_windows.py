@@ -1,0 +1,148 @@
+"""reduce_window and select_and_scatter lowered to plain TF ops, against JAX: pooling with
+padding, strides and dilations, cumulative reductions (the CPU lowering of jnp.cumsum & co),
+non-identity inits, long windows (the while-loop fold), NaN, and max-pool gradients with ties
+and padding, with a symbolic batch."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, lowered
+from tf_ops import plain
+
+RNG = np.random.default_rng(0)
+lax = jax.lax
+
+
+def _max_pool(x, window=(1, 3, 3, 1), strides=(1, 2, 2, 1), padding="SAME"):
+    return lax.reduce_window(x, -jnp.inf, lax.max, window, strides, padding)
+
+
+def _avg_pool(x):
+    return lax.reduce_window(x, 0.0, lax.add, (1, 2, 3, 1), (1, 1, 2, 1), "SAME") / 6.0
+
+
+def test_pools_with_symbolic_batch():
+    x = RNG.standard_normal((2, 7, 9, 3)).astype(np.float32)
+    assert_lowers_like_jax(lambda x: (_max_pool(x), _avg_pool(x)), x,
+                           polymorphic_shapes=["b, 7, 9, 3"], rtol=1e-6, atol=1e-6)
+
+
+def test_nan_propagates_through_max_pool():
+    x = RNG.standard_normal((1, 4, 4, 3)).astype(np.float32)
+    x[0, 1, 2, 0] = np.nan
+    nchw_from_half = lambda x: lax.reduce_window(x, 0.5, lax.max, (1, 1, 3, 2), (1, 1, 2, 1),
+                                                 "SAME")  # a non-identity init, NCHW
+    types = assert_lowers_like_jax(lambda x: (_max_pool(x, padding="VALID"), nchw_from_half(x)),
+                                   x)
+    assert "MaxPool" in types
+
+
+def test_dilations_and_non_identity_init_and_integers():
+    x = RNG.integers(-50, 50, (5, 11), dtype=np.int32)
+    assert_lowers_like_jax(
+        lambda x: (lax.reduce_window(x, 3, lax.add, (2, 3), (1, 2), [(1, 2), (-1, 2)],
+                                     base_dilation=(2, 1), window_dilation=(1, 2)),
+                   lax.reduce_window(x, 7, lax.mul, (1, 3), (1, 1), [(0, 0), (2, 0)])), x)
+    u = RNG.integers(0, 255, (4, 6), dtype=np.uint8)
+    assert_lowers_like_jax(lambda u: lax.reduce_window(u, np.uint8(0), lax.max, (2, 2),
+                                                       (1, 1), "SAME"), u)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int32, np.uint8])
+def test_cumulative_reductions(dtype):
+    x = (RNG.standard_normal((5, 6)) * 3).astype(dtype)
+    tolerance = 1e-2 if dtype == ml_dtypes.bfloat16 else 1e-6
+    assert_lowers_like_jax(
+        lambda x: (jnp.cumsum(x, axis=0), jnp.cumprod(x, axis=1), lax.cummax(x, axis=1),
+                   lax.cummin(x, axis=0, reverse=True), lax.cumsum(x, axis=1, reverse=True)),
+        x, rtol=tolerance, atol=tolerance)
+
+
+def test_cumulative_bool_and_logsumexp_with_symbolic_batch():
+    flags = RNG.random((3, 7)) > 0.6
+    any_so_far = lambda f: lax.reduce_window(f, False, lax.bitwise_or, (1, 7), (1, 1),
+                                             [(0, 0), (6, 0)])
+    all_from_here = lambda f: lax.reduce_window(f, True, lax.bitwise_and, (1, 7), (1, 1),
+                                                [(0, 0), (0, 6)])
+    assert_lowers_like_jax(lambda f: (any_so_far(f), all_from_here(f)), flags,
+                           polymorphic_shapes=["b, 7"])
+    x = RNG.standard_normal((3, 7)).astype(np.float32)
+    assert_lowers_like_jax(lambda x: lax.cumlogsumexp(x, axis=1), x,
+                           polymorphic_shapes=["b, 7"], rtol=1e-5, atol=1e-5)
+
+
+def test_long_window_folds_in_a_loop():
+    x = RNG.standard_normal((2, 10, 10, 2)).astype(np.float32)
+    types = assert_lowers_like_jax(
+        lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 9, 9, 1), (1, 1, 1, 1), "SAME"), x,
+        polymorphic_shapes=["b, 10, 10, 2"], rtol=1e-5, atol=1e-5)
+    assert "While" in types or "StatelessWhile" in types
+
+
+def test_max_pool_gradient_first_max_wins_and_padding_never_selected():
+    x = np.array([[1, 3, 3, 0], [3, 2, 3, -1], [-5, -4, -4, -6]], np.float32)
+    x = np.tile(x[None, :, :, None], (2, 1, 1, 2))  # ties, negatives next to SAME padding
+    grad = jax.grad(lambda x: jnp.sum(_max_pool(x) * jnp.arange(1.0, 9.0).reshape(1, 2, 2, 2)))
+    program = lowered(grad, [x])
+    assert any(op.name == "stablehlo.select_and_scatter" for op in program.ops())
+    assert_lowers_like_jax(grad, x, polymorphic_shapes=["b, 3, 4, 2"])
+    y = RNG.standard_normal((2, 6, 6, 3)).astype(np.float32)
+    assert_lowers_like_jax(jax.grad(lambda y: jnp.sum(_max_pool(y, (1, 3, 2, 1)) ** 2)), y,
+                           rtol=1e-5, atol=1e-5)
+
+
+def test_bf16_max_pool_gradient_rounds_each_step_like_xla():
+    # Overlapping windows add several values into one position: in XLA's order, rounding to
+    # bfloat16 after each addition (float32 accumulation differs in the last bit).
+    x = RNG.standard_normal((1, 9, 9, 2)).astype(ml_dtypes.bfloat16)
+    x[0, 4, 4, 0] = 10  # the maximum of many windows
+    weights = RNG.standard_normal((1, 7, 7, 2)).astype(ml_dtypes.bfloat16)
+    weights[0, 2:5, 2:5, 0] = 1  # the nine windows that pick x[4, 4]
+    weights[0, 2, 2, 0] = 256  # first in XLA's order: 256 + 1 rounds back to 256, eight times
+    grad = jax.grad(lambda x: jnp.sum(_max_pool(x, (1, 3, 3, 1), (1, 1, 1, 1), "VALID")
+                                      .astype(jnp.float32) * weights))
+    assert_lowers_like_jax(grad, x, rtol=0, atol=0)
+
+
+def test_max_pool_jvp_is_select_and_gather():
+    x = RNG.standard_normal((1, 5, 5, 2)).astype(np.float32)
+    t = RNG.standard_normal((1, 5, 5, 2)).astype(np.float32)
+    assert_lowers_like_jax(lambda x, t: jax.jvp(_max_pool, (x,), (t,)), x, t)
+
+
+def test_a_body_that_is_not_elementwise_is_refused():
+    program = lowered(lambda x: lax.reduce_window(x, 0.0, lax.add, (2,), (1,), "VALID"),
+                      [np.ones(4, np.float32)])
+    main = program.functions["main"]
+    op = next(op for op in main.body.ops if op.name == "stablehlo.reduce_window")
+    body = op.regions[0]
+    # A body op that is not elementwise (JAX writes none today) cannot run on whole tensors.
+    odd_body = dataclasses.replace(body, ops=(dataclasses.replace(body.ops[0],
+                                                                  name="stablehlo.reshape"),))
+    odd = dataclasses.replace(op, regions=(odd_body,))
+    ops = tuple(odd if o is op else o for o in main.body.ops)
+    refused = plain.Program({"main": dataclasses.replace(
+        main, body=dataclasses.replace(main.body, ops=ops))})
+    with pytest.raises(plain.PlainLoweringError,
+                       match=r"stablehlo.reduce_window.*stablehlo.reshape, which is not "
+                             r"elementwise"):
+        plain.check_program(refused)
+
+
+def test_symbolic_window_sizes_through_dynamic_reduce_window():
+    # Symbolic spatial sizes make JAX write the custom call stablehlo.dynamic_reduce_window
+    # (padding computed at run time); a cumsum along a symbolic axis has a symbolic window.
+    x = RNG.standard_normal((2, 7, 9, 3)).astype(np.float32)
+    grad = jax.grad(lambda x: jnp.sum(_max_pool(x) ** 2))
+    program = lowered(lambda x: (_avg_pool(x), grad(x)), [x], ["b, h, w, 3"])
+    assert any(op.attr("call_target_name") == "stablehlo.dynamic_reduce_window"
+               for op in program.ops())
+    assert_lowers_like_jax(lambda x: (_avg_pool(x), grad(x)), x,
+                           polymorphic_shapes=["b, h, w, 3"], rtol=1e-5, atol=1e-5)
+    y = RNG.standard_normal((3, 6)).astype(np.float32)
+    assert_lowers_like_jax(lambda y: (jnp.cumsum(y, axis=1), lax.cummax(y, axis=1)), y,
+                           polymorphic_shapes=["3, n"], rtol=1e-5, atol=1e-5)

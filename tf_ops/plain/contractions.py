@@ -1,0 +1,322 @@
+"""Contractions as TF ops: `dot_general` as a batched matmul, `convolution` as TF's Conv2D,
+Conv3D and DepthwiseConv2dNative.
+
+dot_general: batch and contracting dimensions in any position are transposed and reshaped to
+[batch, free, contract] x [batch, contract, free] (sizes read at run time where symbolic).
+Operands are converted to the result type first, as XLA does with a preferred element type;
+f16/bf16 results accumulate in float32 and round once. TF's MatMul has no 8/16-bit or unsigned
+integer kernels: those run in int32 (or the same-width signed type), whose wrapped products and
+sums have the result's bits. Booleans: a count of true products, then `> 0`. `precision_config`
+and `algorithm` are ignored: XLA's CPU backend computes at full precision anyway.
+
+convolution: every layout is transposed to NHWC / HWIO and back; lhs dilation inserts zeros,
+padding pads zeros (negative padding crops), window reversal reverses the kernel, rhs dilation
+and strides go to TF's op. One spatial dimension (or none) runs as 2-D with unit dimensions.
+Feature groups: depthwise (one input feature per group) as DepthwiseConv2dNative (2-D), else one
+convolution per group, concatenated (TF's grouped Conv2D exists only with oneDNN or on GPU).
+Batch groups: one convolution per group of the batch, concatenated along the output features,
+as the StableHLO spec defines them. Complex convolutions run as four real ones. Integer
+convolutions (TF's portable kernels have none) run as an integer matmul of the input's patches,
+wrapping like XLA; boolean ones are refused.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+
+import tensorflow as tf
+
+from tf_ops.plain import dtype_support as ds
+from tf_ops.plain.program import Op
+from tf_ops.plain.windows import dilate_and_pad, static_or_unstacked
+
+
+def _dtype(op: Op) -> tf.DType:
+    return tf.as_dtype(op.result_types[0].dtype)
+
+
+def _dims(x: tf.Tensor) -> list:
+    """Static ints where known, run-time int32 scalars otherwise."""
+    static = x.shape.as_list()
+    if all(d is not None for d in static):
+        return static
+    dynamic = tf.shape(x, out_type=tf.int32)
+    return [d if d is not None else dynamic[i] for i, d in enumerate(static)]
+
+
+def _product(sizes) -> int | tf.Tensor:
+    return functools.reduce(operator.mul, sizes, 1)
+
+
+def _reshape(x: tf.Tensor, sizes) -> tf.Tensor:
+    if all(isinstance(s, int) for s in sizes):
+        return tf.reshape(x, sizes)
+    return tf.reshape(x, tf.stack([tf.cast(s, tf.int32) for s in sizes]))
+
+
+def _transpose(x: tf.Tensor, perm) -> tf.Tensor:
+    perm = list(perm)
+    return x if perm == list(range(len(perm))) else tf.transpose(x, perm)
+
+
+# ------------------------------------------------------------------------ dot_general
+
+def _matmul_type(result: tf.DType) -> tf.DType:
+    """The type TF's MatMul computes a `result`-typed dot in with the same value/bits."""
+    if result in (tf.float16, tf.bfloat16):
+        return tf.float32
+    if result in (tf.int8, tf.int16, tf.uint8, tf.uint16, tf.bool):
+        return tf.int32
+    if result == tf.uint32:
+        return tf.int32
+    if result == tf.uint64:
+        return tf.int64
+    return result
+
+
+def _to_matmul_type(x: tf.Tensor, result: tf.DType, compute: tf.DType) -> tf.Tensor:
+    if result == tf.bool:
+        return tf.cast(x, compute)
+    if x.dtype != result:
+        x = tf.cast(x, result)  # XLA converts operands to the result type before multiplying
+    if result in (tf.uint32, tf.uint64):
+        return ds.as_signed(x)
+    return tf.cast(x, compute) if x.dtype != compute else x
+
+
+def _from_matmul_type(y: tf.Tensor, result: tf.DType) -> tf.Tensor:
+    if result == tf.bool:
+        return tf.greater(y, 0)
+    if result in (tf.uint32, tf.uint64):
+        return ds.bitcast_back(y, result)
+    return tf.cast(y, result) if y.dtype != result else y  # int32 -> int8 keeps the low bits
+
+
+def check_dot_general(op: Op) -> str | None:
+    for t in op.operand_types + op.result_types:
+        if t.dtype is None or tf.as_dtype(t.dtype) not in (
+                ds.INTEGERS + ds.FLOATS + ds.COMPLEX + (tf.bool,)):
+            return f"no TF matmul for element type {t.element}"
+    return None
+
+
+def dot_general(ctx, op: Op, lhs, rhs):
+    numbers = op.attr("dot_dimension_numbers")
+    lhs_batch = list(numbers["lhs_batching_dimensions"])
+    rhs_batch = list(numbers["rhs_batching_dimensions"])
+    lhs_contract = list(numbers["lhs_contracting_dimensions"])
+    rhs_contract = list(numbers["rhs_contracting_dimensions"])
+    return _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, _dtype(op))
+
+
+def dot(ctx, op: Op, lhs, rhs):
+    """stablehlo.dot: vector/matrix products contracting lhs's last and rhs's first dim."""
+    return _dot(lhs, rhs, [], [], [lhs.shape.rank - 1], [0], _dtype(op))
+
+
+def _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, result: tf.DType):
+    compute = _matmul_type(result)
+    lhs = _to_matmul_type(lhs, result, compute)
+    rhs = _to_matmul_type(rhs, result, compute)
+    lhs_free = [d for d in range(lhs.shape.rank) if d not in lhs_batch + lhs_contract]
+    rhs_free = [d for d in range(rhs.shape.rank) if d not in rhs_batch + rhs_contract]
+    lhs_sizes, rhs_sizes = _dims(lhs), _dims(rhs)
+    batch = [lhs_sizes[d] for d in lhs_batch]
+    m = [lhs_sizes[d] for d in lhs_free]
+    n = [rhs_sizes[d] for d in rhs_free]
+    k = [lhs_sizes[d] for d in lhs_contract]
+    a = _transpose(lhs, lhs_batch + lhs_free + lhs_contract)
+    b = _transpose(rhs, rhs_batch + rhs_contract + rhs_free)
+    lead = [_product(batch)] if batch else []
+    a = _reshape(a, lead + [_product(m), _product(k)])
+    b = _reshape(b, lead + [_product(k), _product(n)])
+    y = tf.linalg.matmul(a, b)
+    y = _reshape(y, batch + m + n)
+    return _from_matmul_type(y, result)
+
+
+# ------------------------------------------------------------------------ convolution
+
+def check_convolution(op: Op) -> str | None:
+    for t in op.operand_types + op.result_types:
+        if t.dtype is None or tf.as_dtype(t.dtype) not in ds.FLOATS + ds.COMPLEX + ds.INTEGERS:
+            return f"no exact TF convolution for element type {t.element}"
+    spatial = len(op.attr("dimension_numbers")["input_spatial_dimensions"])
+    if spatial > 3:
+        return f"{spatial} spatial dimensions (TF convolves at most 3)"
+    return None
+
+
+def convolution(ctx, op: Op, lhs, rhs):
+    n = len(op.attr("dimension_numbers")["input_spatial_dimensions"])
+    padding = op.attr("padding")
+    padding = [[int(lo), int(hi)] for lo, hi in padding] if padding is not None \
+        else [[0, 0]] * n
+    return _convolution(op, lhs, rhs, padding)
+
+
+def dynamic_conv(ctx, op: Op, lhs, rhs, padding):
+    """A convolution whose padding ([spatial, 2] ints) is computed at run time (JAX writes it
+    for SAME padding of symbolic sizes)."""
+    return _convolution(op, lhs, rhs, [static_or_unstacked(row) for row in tf.unstack(padding)])
+
+
+def _convolution(op: Op, lhs, rhs, padding):
+    numbers = op.attr("dimension_numbers")
+    result = _dtype(op)
+    result_type = op.result_types[0]
+    n = len(numbers["input_spatial_dimensions"])
+    # To [batch, spatial..., feature] and [spatial..., in, out].
+    lhs = _transpose(lhs, [numbers["input_batch_dimension"], *numbers["input_spatial_dimensions"],
+                           numbers["input_feature_dimension"]])
+    rhs = _transpose(rhs, [*numbers["kernel_spatial_dimensions"],
+                           numbers["kernel_input_feature_dimension"],
+                           numbers["kernel_output_feature_dimension"]])
+    out_perm = [numbers["output_batch_dimension"], *numbers["output_spatial_dimensions"],
+                numbers["output_feature_dimension"]]
+    if 0 in result_type.shape or 0 in rhs.shape.as_list():
+        # An empty result, or an empty sum (TF's kernels reject empty filters).
+        return _zeros_result(lhs, rhs, result_type, out_perm)
+    attrs = dict(
+        strides=list(op.attr("window_strides", None) or [1] * n),
+        padding=padding,
+        lhs_dilation=list(op.attr("lhs_dilation", None) or [1] * n),
+        rhs_dilation=list(op.attr("rhs_dilation", None) or [1] * n),
+        reversal=list(op.attr("window_reversal", None) or [False] * n),
+        feature_groups=op.attr("feature_group_count", 1),
+        batch_groups=op.attr("batch_group_count", 1))
+    if result in ds.COMPLEX:
+        y = _complex_conv(lhs, rhs, attrs, result)
+    elif result in ds.INTEGERS:
+        # TF's integer Conv2D is oneDNN-only and Conv3D has none: patches times an int
+        # matmul, whose wrapped sums have the result's bits (as for dot_general).
+        compute = _matmul_type(result)
+        y = _conv_nhwc(_to_matmul_type(lhs, result, compute),
+                       _to_matmul_type(rhs, result, compute), attrs)
+        y = _from_matmul_type(y, result)
+    else:
+        compute = ds.float_compute_type(result)
+        y = _conv_nhwc(tf.cast(lhs, compute), tf.cast(rhs, compute), attrs)
+        y = tf.cast(y, result) if y.dtype != result else y
+    inverse = [0] * (n + 2)
+    for i, d in enumerate(out_perm):
+        inverse[d] = i
+    return _transpose(y, inverse)
+
+
+def _zeros_result(lhs, rhs, result_type, out_perm):
+    dtype = tf.as_dtype(result_type.dtype)
+    shape = list(result_type.shape)
+    if any(d is None for d in shape):
+        # Only the batch (from lhs) and output features (from rhs) can be symbolic here.
+        batch_dim = out_perm[0]
+        shape[batch_dim] = tf.shape(lhs, out_type=tf.int32)[0] if shape[batch_dim] is None \
+            else shape[batch_dim]
+        shape = tf.stack([tf.cast(s, tf.int32) if s is not None
+                          else tf.shape(rhs, out_type=tf.int32)[-1] for s in shape])
+    return tf.zeros(shape, dtype)
+
+
+def _complex_conv(lhs, rhs, attrs, result):
+    lhs, rhs = tf.cast(lhs, result), tf.cast(rhs, result)
+    a, b = tf.math.real(lhs), tf.math.imag(lhs)
+    c, d = tf.math.real(rhs), tf.math.imag(rhs)
+    real = _conv_nhwc(a, c, attrs) - _conv_nhwc(b, d, attrs)
+    imag = _conv_nhwc(a, d, attrs) + _conv_nhwc(b, c, attrs)
+    return tf.complex(real, imag)
+
+
+def _conv_nhwc(x, k, attrs):
+    """A convolution of NHWC-like `x` with HWIO-like `k` (any number of spatial dims <= 3)."""
+    n = x.shape.rank - 2
+    if attrs["batch_groups"] > 1:
+        groups = attrs["batch_groups"]
+        xs = tf.split(x, groups, axis=0)
+        ks = tf.split(k, groups, axis=n + 1)
+        one = dict(attrs, batch_groups=1)
+        return tf.concat([_conv_nhwc(xg, kg, one) for xg, kg in zip(xs, ks)], axis=n + 1)
+    x = dilate_and_pad(x, tf.zeros([], x.dtype), [1, *attrs["lhs_dilation"], 1],
+                       [[0, 0], *attrs["padding"], [0, 0]])
+    if any(attrs["reversal"]):
+        k = tf.reverse(k, [d for d in range(n) if attrs["reversal"][d]])
+    strides, dilations = list(attrs["strides"]), list(attrs["rhs_dilation"])
+    # TF's kernels are 2-D and 3-D: fewer spatial dims get unit dims in front.
+    extra = 2 - n if n < 2 else 0
+    if extra:
+        x = _reshape(x, [_dims(x)[0]] + [1] * extra + _dims(x)[1:])
+        k = _reshape(k, [1] * extra + _dims(k))
+        strides, dilations = [1] * extra + strides, [1] * extra + dilations
+    groups = attrs["feature_groups"]
+    if groups == 1:
+        y = _tf_conv(x, k, strides, dilations)
+    elif k.shape[-2] == 1 and len(strides) == 2 and x.shape[-1] == groups \
+            and x.dtype.is_floating:
+        # Depthwise: XLA's output feature g*M + m is TF's channel g, multiplier m.
+        sizes = _dims(k)
+        k = _reshape(k, sizes[:2] + [groups, sizes[-1] // groups])
+        y = _tf_conv(x, k, strides, dilations, depthwise=True)
+    else:
+        xs = tf.split(x, groups, axis=-1)
+        ks = tf.split(k, groups, axis=-1)
+        y = tf.concat([_tf_conv(xg, kg, strides, dilations) for xg, kg in zip(xs, ks)], -1)
+    if extra:
+        sizes = _dims(y)
+        y = _reshape(y, [sizes[0]] + sizes[1 + extra:])
+    return y
+
+
+def _tf_conv(x, k, strides, dilations, depthwise=False):
+    """A VALID convolution with TF's portable (Eigen) CPU kernels' limits: Conv2D takes
+    strides and dilations; Conv3D and DepthwiseConv2dNative take no dilations (only oneDNN's
+    float32 kernels do), depthwise strides must be equal. What a kernel lacks is done around
+    it: dilation by space-to-batch (as tf.nn.convolution does), strides by subsampling."""
+    n = len(strides)
+    if x.dtype.is_integer:
+        return _patch_conv(x, k, strides, dilations)
+    if n == 2 and not depthwise:
+        return tf.raw_ops.Conv2D(input=x, filter=k, strides=[1, *strides, 1], padding="VALID",
+                                 dilations=[1, *dilations, 1])
+
+    def conv(inp, s):
+        if depthwise:
+            return tf.raw_ops.DepthwiseConv2dNative(input=inp, filter=k, strides=[1, *s, 1],
+                                                    padding="VALID")
+        return tf.raw_ops.Conv3D(input=inp, filter=k, strides=[1, *s, 1], padding="VALID")
+
+    dilated = any(d != 1 for d in dilations)
+    direct = list(strides) if not dilated and (not depthwise or len(set(strides)) == 1) \
+        else [1] * n
+    if dilated:
+        y = tf.nn.with_space_to_batch(x, list(dilations), "VALID",
+                                      lambda inp, num_spatial_dims, padding: conv(inp, direct))
+    else:
+        y = conv(x, direct)
+    if direct != list(strides):
+        y = y[(slice(None),) + tuple(slice(None, None, s) for s in strides)]
+    return y
+
+
+def _patch_conv(x, k, strides, dilations):
+    """A VALID convolution as one matmul of the input's patches (one strided slice per kernel
+    position, in the kernel's row-major order) with the kernel as [positions * in, out]."""
+    n = len(strides)
+    sizes = _dims(x)
+    kernel = k.shape.as_list()[:n]
+    spans = []
+    for size, extent, dilation in zip(sizes[1:-1], kernel, dilations):
+        span = size - (extent - 1) * dilation
+        spans.append(max(span, 0) if isinstance(span, int) else tf.maximum(span, 0))
+    views = []
+    for position in itertools.product(*[range(extent) for extent in kernel]):
+        begin = [0] + [p * d for p, d in zip(position, dilations)] + [0]
+        end = [sizes[0]] + [b + s for b, s in zip(begin[1:-1], spans)] + [sizes[-1]]
+        end = end if all(isinstance(e, int) for e in end) else \
+            tf.stack([tf.cast(e, tf.int32) for e in end])
+        views.append(tf.strided_slice(x, begin, end, [1, *strides, 1]))
+    patches = tf.stack(views, axis=-2)
+    out = _dims(views[0])[:-1]
+    features = len(views) * sizes[-1]
+    y = tf.linalg.matmul(_reshape(patches, [_product(out), features]),
+                         _reshape(k, [features, k.shape[-1]]))
+    return _reshape(y, out + [k.shape[-1]])
