@@ -220,9 +220,10 @@ def _median(values):
 def report(rows: list[dict], rounds: int, layers: int, width: int) -> str:
     peer = {r["round"]: r["seconds"] for r in rows if r["writer"] == PEER}
     load = os.getloadavg()
+    command = " ".join(["python -m benchmarks.save_memory", *sys.argv[1:]])
     lines = [
         "# Peak memory and time of writing 2 GiB of parameters (issue 30)", "",
-        f"`python -m benchmarks.save_memory --rounds {rounds}`: an MLP of {layers} dense layers "
+        f"`{command}`: an MLP of {layers} dense layers "
         f"{width} wide (polymorphic batch), each writer in its own process, order alternating "
         f"round by round; {rounds} rounds. Load average at the end {load[0]:.1f}, "
         f"{load[1]:.1f}, {load[2]:.1f} on {os.cpu_count()} CPUs (shared machine). Memory: peak "
@@ -355,6 +356,8 @@ def main(argv=None) -> None:
     parser.add_argument("--width", type=int, default=8192)
     parser.add_argument("--writers", default=",".join(WRITERS))
     parser.add_argument("--big-gib", type=float, default=None)
+    parser.add_argument("--name", default="save_memory",
+                        help="results/NAME.md and .json (e.g. for a run of some writers)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--big-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -374,8 +377,8 @@ def main(argv=None) -> None:
             parser.error(f"unknown writers {sorted(unknown)}; known: {list(WRITERS)}")
         rows = measure(args.rounds, args.layers, args.width, writers)
         text = report(rows, args.rounds, args.layers, args.width)
-        (RESULTS / "save_memory.json").write_text(json.dumps(rows, indent=1))
-        (RESULTS / "save_memory.md").write_text(text)
+        (RESULTS / f"{args.name}.json").write_text(json.dumps(rows, indent=1))
+        (RESULTS / f"{args.name}.md").write_text(text)
         print(text)
 
 
