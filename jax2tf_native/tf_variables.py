@@ -3,7 +3,7 @@ checkpoint (never as graph constants) and TF code can fine-tune them."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -102,18 +102,32 @@ def _top_keys(params) -> list:
                    jax.tree_util.tree_flatten_with_path(params)[0] if p})
 
 
-def to_variables(params: Any, trainable: Any = None) -> tuple[Any, list[tf.Variable]]:
+def to_variables(params: Any, trainable: Any = None, *,
+                 on_variable: Callable[[tf.Variable], None] | None = None,
+                 ) -> tuple[Any, list[tf.Variable]]:
     """Returns the params pytree with tf.Variable leaves, and the flat list of Variables.
 
     Float and complex leaves are trainable unless `trainable` (see `trainable_leaves`) says
     False for their subtree; integer and bool leaves never are (TF cannot step them).
 
+    Each Variable is made from its leaf alone, one at a time, so the only memory this adds is
+    the Variables (TF's own buffers; a CPU `jax.Array` leaf is even shared, not copied, until
+    the Variable's first write) plus one leaf's transient copy. A leaf may also be a zero-argument
+    function returning the array (e.g. `lambda: safetensors_file.get_tensor("w")`): it is
+    called when its Variable is made and its result dropped right after, so parameters that
+    do not fit in memory twice need only the Variables plus the largest tensor.
+
+    Args:
+      params: a pytree of arrays, or of functions returning one.
+      trainable: see `trainable_leaves`.
+      on_variable: called with each Variable once it exists (progress reports).
+
     Example:
         >>> tree, flat = to_variables({"w": np.ones((2, 2), np.float32),
-        ...                            "stats": np.zeros(2, np.float32)},
+        ...                            "stats": lambda: np.zeros(2, np.float32)},
         ...                           trainable={"w": True, "stats": False})
-        >>> [v.trainable for v in flat]   # leaves in key order: stats, w
-        [False, True]
+        >>> [(v.name, v.trainable) for v in flat]   # leaves in key order: stats, w
+        [('params/stats:0', False), ('params/w:0', True)]
     """
     leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(params)
     choices = trainable_leaves(params, trainable)
@@ -121,12 +135,60 @@ def to_variables(params: Any, trainable: Any = None) -> tuple[Any, list[tf.Varia
     for (key_path, leaf), choice in zip(leaves_with_path, choices):
         name = variable_name(key_path)
         try:
-            value = np.asarray(leaf)
+            value = leaf() if callable(leaf) else leaf
+            if not _shareable(value):
+                value = np.asarray(value)
             tf_dtype = tf_dtypes.to_tf_dtype(value.dtype)
         except (TypeError, ValueError) as e:
             raise ArgumentTypeError(f"params leaf {name} cannot become a tf.Variable: {e}. Fix: "
-                                    f"params must be a pytree of numeric arrays.") from None
+                                    f"params must be a pytree of numeric arrays (or of "
+                                    f"functions returning one).") from None
         # tf_dtype, not numpy: bfloat16 (ml_dtypes, numpy kind "V") is a float too.
         inexact = tf_dtype.is_floating or tf_dtype.is_complex
         variables.append(tf.Variable(value, name=name, trainable=inexact and choice is not False))
+        del value  # a loaded leaf is freed before the next one is loaded
+        if on_variable is not None:
+            on_variable(variables[-1])
     return jax.tree_util.tree_unflatten(treedef, variables), variables
+
+
+def _shareable(value) -> bool:
+    """Whether tf.Variable(value) takes `value`'s buffer as it is: a jax.Array on one CPU device.
+
+    TF then shares the array's memory instead of copying it (np.asarray(value) first would
+    give a read-only view that TF copies), and copies on the Variable's first write, so the
+    JAX array never changes (pinned by tests/test_tf_variables.py)."""
+    if not isinstance(value, jax.Array) or value.is_deleted():
+        return False
+    devices = value.devices()
+    return len(devices) == 1 and next(iter(devices)).platform == "cpu"
+
+
+def jax_views(variables: Any) -> Any:
+    """A pytree of tf.Variables as JAX arrays sharing the Variables' buffers (no copy).
+
+    `save` computes JAX's reference outputs from these, so the parameters exist once (as the
+    Variables) instead of once more as JAX device buffers. Shared through DLPack (the
+    Variables' current values; TF copies on a later write, so the views never change). Where
+    sharing is not possible (JAX's default device is not the CPU, a dtype DLPack or JAX does
+    not take as it is, e.g. int64 without x64), the leaf is copied as before.
+
+    Example:
+        >>> v = tf.Variable(np.arange(4, dtype=np.float32))
+        >>> view = jax_views({"w": v})["w"]
+        >>> view.unsafe_buffer_pointer() == np.asarray(v.read_value()).ctypes.data
+        True
+    """
+    on_cpu = jax.default_backend() == "cpu"
+
+    def view(variable):
+        value = variable.read_value()
+        dtype = np.dtype(variable.dtype.as_numpy_dtype)
+        if on_cpu and jax.dtypes.canonicalize_dtype(dtype) == dtype:
+            try:
+                return jax.numpy.from_dlpack(value)
+            except (TypeError, ValueError, RuntimeError, BufferError):
+                pass  # a dtype DLPack does not carry (bool, ...): a copy of this leaf
+        return jax.device_put(value.numpy())
+
+    return jax.tree.map(view, variables)

@@ -41,9 +41,9 @@ _WRITING_NAMES = {
 # Submodules the package resolves as attributes on first use (see the docstring).
 _SUBMODULES = frozenset({
     "atomic_dir", "cli", "commands", "demo", "demo_saved_model", "export_command",
-    "framework_models", "inspect", "manifest", "pytree_inputs", "reference_file", "references",
-    "signature", "tf_envs", "tfjs", "tfjs_command", "tflite", "verify", "warmup", "writer", "writer_exported",
-    "writer_tfjs",
+    "framework_models", "inspect", "large_write", "manifest", "pytree_inputs", "reference_file",
+    "references", "signature", "tf_envs", "tfjs", "tfjs_command", "tflite", "verify", "warmup",
+    "writer", "writer_exported", "writer_tfjs",
 })
 
 

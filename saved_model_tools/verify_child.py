@@ -2,9 +2,9 @@
 
 `saved_model_tools.verify` starts `python -I -c verify._CHILD_BOOTSTRAP`: it installs
 `verify_no_jax`'s import blocker before anything else is imported, then calls `main`, which
-loads the SavedModel through `tf.saved_model.load` (TF2) and the TF1 session path TF Serving
-uses, runs the cases of `verify_cases` through both and writes the result as JSON for the
-parent.
+loads the SavedModel through the TF1 session path TF Serving uses and `tf.saved_model.load`
+(TF2), in that order so that the parameters are held once, runs the cases of `verify_cases`
+through both and writes the result as JSON for the parent.
 """
 from __future__ import annotations
 
@@ -84,6 +84,13 @@ def _run_checks(directory: Path, batch_sizes, result: dict) -> None:
         c.expected is not None for c in cases)
     result["batch_sizes"] = sorted({c.batch_size for c in cases if c.batch_size is not None})
 
+    # Read before entering the session's graph: tf.data iterates eagerly only.
+    warmup_requests = _read_warmup(directory, result)
+    # The TF1 session path runs first: a closed session's Variables are freed (TF reuses
+    # their memory), tf.saved_model.load's stay until the process ends, so in this order a
+    # large model is held once (issue 30). The checks are reported as before: (a), (b), warmup.
+    session = _run_session(directory, cases, warmup_requests)
+
     # (a) TF2: tf.saved_model.load and the concrete signature functions.
     tf2_outputs: dict[int, dict] = {}
     try:
@@ -105,52 +112,84 @@ def _run_checks(directory: Path, batch_sizes, result: dict) -> None:
         result["checks"].extend(verify_cases.compare(case, "tf2", tf2_outputs[index], case.expected,
                                          signature_defs[case.signature]))
 
-    # Read before entering the session's graph: tf.data iterates eagerly only.
-    warmup_requests = _read_warmup(directory, result)
-
     # (b) TF1 session path with the SignatureDef tensor names, as TF Serving runs it.
-    graph = tf.Graph()
-    with tf.compat.v1.Session(graph=graph) as session:
+    if session.error is not None:
+        result["errors"].append(session.error)
+        return
+    for index, case in enumerate(cases):
+        sig = session.signature_defs[case.signature]
+        outputs = session.outputs[index]
+        if isinstance(outputs, Exception):
+            result["checks"].append(_failed_call(case, "tf1-session", outputs))
+            continue
+        expected, what = case.expected, case.expected_name
+        if expected is None:  # no reference: the TF2 path's outputs are the expectation
+            expected, what = tf2_outputs.get(index), "tf2 path"
+        if expected is None:
+            result["checks"].extend(verify_cases.compare(case, "tf1-session", outputs, None, sig))
+        else:
+            result["checks"].extend(verify_cases.compare(
+                dataclasses.replace(case, expected_name=what), "tf1-session", outputs,
+                expected, sig))
+    result["checks"].extend(session.warmup_checks)
+
+
+@dataclasses.dataclass
+class _SessionRun:
+    """What the TF1 session path gave, kept once its session (and Variables) are gone.
+
+    Attributes:
+      error: the loader's failure, or None.
+      signature_defs: the loaded MetaGraph's SignatureDefs.
+      outputs: per case (in order), its outputs by name or the exception its run raised.
+      warmup_checks: the warmup replay's checks.
+    """
+    error: str | None = None
+    signature_defs: dict = dataclasses.field(default_factory=dict)
+    outputs: list = dataclasses.field(default_factory=list)
+    warmup_checks: list = dataclasses.field(default_factory=list)
+
+
+def _run_session(directory: Path, cases: list, warmup_requests: list) -> _SessionRun:
+    """Loads the model into a TF1 session as TF Serving does, runs every case and replays the
+    warmup requests, and closes the session."""
+    run = _SessionRun()
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
         try:
             loaded_meta = tf.compat.v1.saved_model.loader.load(session, [SERVE_TAG],
                                                                str(directory))
         except Exception as e:
-            result["errors"].append(f"the TF1 session loader (TF Serving's path) failed: "
-                                    f"{type(e).__name__}: {_first_line(e)}")
-            return
-        for index, case in enumerate(cases):
-            sig = loaded_meta.signature_def[case.signature]
+            run.error = (f"the TF1 session loader (TF Serving's path) failed: "
+                         f"{type(e).__name__}: {_first_line(e)}")
+            return run
+        run.signature_defs = dict(loaded_meta.signature_def)
+        for case in cases:
             try:
-                outputs = _session_run(session, sig, case.inputs)
+                run.outputs.append(_session_run(session, run.signature_defs[case.signature],
+                                                case.inputs))
             except Exception as e:
-                result["checks"].append(_failed_call(case, "tf1-session", e))
-                continue
-            expected, what = case.expected, case.expected_name
-            if expected is None:  # no reference: the TF2 path's outputs are the expectation
-                expected, what = tf2_outputs.get(index), "tf2 path"
-            if expected is None:
-                result["checks"].extend(verify_cases.compare(case, "tf1-session", outputs, None, sig))
-            else:
-                result["checks"].extend(verify_cases.compare(
-                    dataclasses.replace(case, expected_name=what), "tf1-session", outputs,
-                    expected, sig))
-        _replay_warmup(warmup_requests, session, loaded_meta, result)
+                run.outputs.append(e)
+        replayed = {"checks": run.warmup_checks}
+        _replay_warmup(warmup_requests, session, loaded_meta, replayed)
+    return run
 
 
 def _check_without_running(directory: Path, signature_defs: dict, manifest, result: dict) -> None:
     """For a model this host cannot run: both loaders work, and every signature's inputs and
     outputs are what the manifest records (names, dtypes, shapes; -1 where polymorphic)."""
-    try:
-        tf.saved_model.load(str(directory), tags=[SERVE_TAG])
-    except Exception as e:
-        result["errors"].append(f"tf.saved_model.load failed: {type(e).__name__}: "
-                                f"{_first_line(e)}")
+    errors = []
+    # TF1 first: its closed session frees the Variables, tf.saved_model.load's stay (above).
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
         try:
             tf.compat.v1.saved_model.loader.load(session, [SERVE_TAG], str(directory))
         except Exception as e:
-            result["errors"].append(f"the TF1 session loader (TF Serving's path) failed: "
-                                    f"{type(e).__name__}: {_first_line(e)}")
+            errors.append(f"the TF1 session loader (TF Serving's path) failed: "
+                          f"{type(e).__name__}: {_first_line(e)}")
+    try:
+        tf.saved_model.load(str(directory), tags=[SERVE_TAG])
+    except Exception as e:
+        errors.insert(0, f"tf.saved_model.load failed: {type(e).__name__}: {_first_line(e)}")
+    result["errors"].extend(errors)
     for name, sig in sorted(signature_defs.items()):
         recorded = None
         if manifest is not None:

@@ -17,7 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 import jax2tf_native
-from saved_model_tools import atomic_dir, manifest, pytree_inputs, references, warmup
+from saved_model_tools import (atomic_dir, large_write, manifest, pytree_inputs, references,
+                               warmup)
 from saved_model_tools import signature as signature_lib
 from jax2tf_native import tf_variables
 from jax2tf_native.errors import first_line
@@ -148,7 +149,11 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
     Args:
       export_dir: the SavedModel directory (e.g. ".../models/mnist/1" for TF Serving).
       fn: the JAX function, called as `fn(params, *args)`.
-      params: a pytree of arrays.
+      params: a pytree of arrays, held once while saving: as the Variables (a CPU
+        `jax.Array`'s buffer is shared with its Variable, numpy arrays are copied into TF's;
+        JAX's reference outputs read the Variables' buffers). A leaf may be a function
+        returning the array, called when its Variable is made: for parameters that do not
+        fit in memory twice, e.g. `lambda: np.load("w.npy")` (docs/large_models.md).
       example_args: one example per argument after params: an array, or a pytree (dict,
         list) of arrays whose leaves become inputs named by key path (`token_ids`).
       polymorphic_shapes: one spec per argument (e.g. ["(b, 28, 28, 1)"]; for a pytree
@@ -170,7 +175,9 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         function uses TF ops XLA cannot compile (e.g. string ops). Default (None): True, or
         False with `enable_xla=False`.
       overwrite: replace an existing directory (only once the new model is complete).
-      progress: called with one line per phase (trace/export, references, write, commit).
+      progress: called with one line per phase (trace/export, references, write, commit);
+        for 64 MiB of parameters or more also "  Variables: i/n made" and "  checkpoint: X of
+        Y MiB written" lines, at most one per 2 s (the latter from a thread of save's).
       polymorphic_constraints: as for `jax2tf_native.convert`, e.g. ["t <= 64"] for a model
         slicing a learned position embedding by the sequence length.
       stablehlo_version: as for `convert`: the StableHLO version of the serving TF (default
@@ -246,7 +253,9 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
 
     with steps.phase(f"trace and export every signature (JAX -> StableHLO -> "
                      f"{'XlaCallModule' if enable_xla else 'plain TF ops'})"):
-        params_tree, flat_variables = tf_variables.to_variables(params, trainable)
+        made = large_write.VariableProgress(progress, len(jax.tree.leaves(params)))
+        params_tree, flat_variables = tf_variables.to_variables(params, trainable,
+                                                                on_variable=made)
         root = _ModelRoot()
         root.params = params_tree
         root.variables = list(flat_variables)
@@ -258,13 +267,16 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         for b in built:
             setattr(root, b.spec.name, b.function)
     with steps.phase("trace JAX reference outputs (compiled and run during the write)"):
-        lowered = {b.spec.name: _references(b, main, params) for b in built}
+        # From the Variables' own buffers: no second copy of the parameters (issue 30).
+        reference_params = _reference_params(params, flat_variables)
+        lowered = {b.spec.name: _references(b, main, reference_params) for b in built}
     # XLA compiles the references on a thread while TF writes the SavedModel (issue 15: they
     # were a 0.6-0.8 s serial step of save(), benchmarks/README.md).
     with (references.in_background(
               lambda: {name: [run() for run in runs] for name, (runs, _) in lowered.items()})
           as pending, atomic_dir.atomic_directory(export_dir, overwrite=overwrite) as temp):
-        with steps.phase("write the SavedModel"):
+        with (steps.phase("write the SavedModel"),
+              large_write.report_bytes_written(progress, temp, flat_variables)):
             _save_saved_model(root, temp, {b.spec.name: b.function for b in built},
                               with_gradient)
         with steps.phase("record references and warmup requests"):
@@ -277,6 +289,16 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         commit_start = time.perf_counter()
     steps.done(f"commit atomically to {export_dir}", commit_start)
     return record
+
+
+def _reference_params(params, flat_variables: Sequence[tf.Variable]):
+    """The parameters JAX's reference outputs are computed from: the Variables' buffers seen
+    as JAX arrays (`tf_variables.jax_views`), except Python scalars, whose weak type is part
+    of what JAX computes."""
+    leaves, treedef = jax.tree.flatten(params)
+    return jax.tree.unflatten(treedef, [
+        leaf if isinstance(leaf, (bool, int, float, complex)) else tf_variables.jax_views(v)
+        for leaf, v in zip(leaves, flat_variables, strict=True)])
 
 
 _GRADIENT_TRACE_FAILED = "Error when tracing gradients for SavedModel"
