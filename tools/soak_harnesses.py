@@ -496,7 +496,7 @@ def write_plain_table(records: list[dict], path: str, total: int, jsonl_path: st
         "**close_normwise**: within the",
         "tolerance times the largest value of the result, not element by element (float "
         "rounding in a",
-        "large factorization). **mismatch** (a wrong value),"
+        "large factorization). **mismatch** (a wrong value), "
         "**error** (a raw TF/other error) and **timeout** must never happen.", "",
         f"- cases recorded: {len(records)} of {total}"
         + ("" if len(records) == total else " (**partial run**: the groups below cover only "
