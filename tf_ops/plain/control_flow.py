@@ -6,14 +6,16 @@ import re
 
 import tensorflow as tf
 
-from tf_ops.plain import windows
+from tf_ops.plain import linalg_ops, windows
 from tf_ops.plain.program import Op
 
 SHAPE_ASSERTION = "shape_assertion"
 # Single-device modules carry sharding annotations as custom calls: they only mark a value.
 _IDENTITY_TARGETS = ("Sharding",)
-# StableHLO ops JAX writes as custom calls when a size is symbolic.
-_LOWERED_TARGETS = {"stablehlo.dynamic_reduce_window": windows.dynamic_reduce_window}
+# Custom calls that stand for ops, as (emit, check or None): StableHLO ops JAX writes as custom
+# calls when a size is symbolic, and XLA's Householder kernels the portable QR writes.
+_LOWERED_TARGETS = {"stablehlo.dynamic_reduce_window": (windows.dynamic_reduce_window, None),
+                    **linalg_ops.CUSTOM_CALLS}
 _SUPPORTED_TARGETS = (SHAPE_ASSERTION,) + _IDENTITY_TARGETS + tuple(_LOWERED_TARGETS)
 
 
@@ -65,7 +67,7 @@ def if_(ctx, op: Op, pred):
 def custom_call(ctx, op: Op, *args):
     target = op.attr("call_target_name")
     if target in _LOWERED_TARGETS:
-        return _LOWERED_TARGETS[target](ctx, op, *args)
+        return _LOWERED_TARGETS[target][0](ctx, op, *args)
     if target in _IDENTITY_TARGETS:
         return [tf.identity(a) for a in args]
     # shape_assertion(ok, dim values...): JAX's check of the dimension variables.
@@ -88,4 +90,5 @@ def check_custom_call(op):
     if target not in _SUPPORTED_TARGETS:
         return (f"custom call target {target!r} is a kernel outside StableHLO that only XLA "
                 f"(or the platform it was lowered for) provides")
-    return None
+    check = _LOWERED_TARGETS.get(target, (None, None))[1]
+    return check(op) if check is not None else None

@@ -9,13 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from tf_ops.plain import control_flow, elementwise as ew, shapes
-from tf_ops.plain import reductions
-from tf_ops.plain import sorting
-from tf_ops.plain import indexing
-from tf_ops.plain import contractions
-from tf_ops.plain import windows
-from tf_ops.plain import fft, linalg_ops, random_bits, special_functions as special
+from tf_ops.plain import (contractions, control_flow, elementwise as ew, fft, indexing, linalg_ops,
+                          random_bits, reductions, shapes, sorting, special_functions as special,
+                          windows)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -129,3 +129,23 @@ def test_householder_custom_calls_follow_lapack(dtype, shape):
     if m >= n:
         q = linalg_ops.householder_product(None, None, packed, taus)
         assert_tree_allclose(q, q_want, rtol=1e-5, atol=1e-5)
+
+
+def test_portable_qr_svd_eigh_lower_through_the_householder_custom_calls():
+    """The portable qr/svd/eigh write XLA's `Qr` and `ProductOfElementaryHouseholderReflectors`
+    custom calls; as plain TF ops they follow LAPACK's conventions, so R, the singular values
+    and the eigenvalues equal JAX's CPU results, and Q, U, V reconstruct the input."""
+    jnp = jax.numpy
+    a = RNG.randn(2, 5, 3).astype(np.float32)
+    s = a[:, :3, :] @ np.swapaxes(a[:, :3, :], 1, 2) + np.eye(3, dtype=np.float32)
+
+    def factor(a, s):
+        q, r = jnp.linalg.qr(a)
+        u, sv, vh = jnp.linalg.svd(a, full_matrices=False)
+        w, v = jnp.linalg.eigh(s)
+        return (q @ r, r, (u * sv[..., None, :]) @ vh, sv, w, v @ (w[..., None] * jnp.swapaxes(v, 1, 2)))
+
+    program = _portable_program(factor, a, s)
+    _, r_want, _, sv_want, w_want, _ = jax.jit(factor)(a, s)
+    want = [a, r_want, a, sv_want, w_want, s]
+    _assert_runs_like(program, want, [a, s], rtol=2e-4)
