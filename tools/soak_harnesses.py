@@ -455,7 +455,8 @@ def _plain_kind(status: str) -> str:
     return "error"  # error_*, crash, runaway_output, harness_error
 
 
-def write_plain_table(records: list[dict], path: str, total: int, jsonl_path: str) -> None:
+def write_plain_table(records: list[dict], path: str, total: int, jsonl_path: str,
+                      note: str | None = None) -> None:
     """The coverage table of `--converter plain`: per harness group, what lowers and matches,
     what is refused (and why), and the cases that must never happen (mismatch, error, hang)."""
     ran = [r for r in records if r["status"] != "skip"]
@@ -511,6 +512,8 @@ def write_plain_table(records: list[dict], path: str, total: int, jsonl_path: st
         f"{sum(_plain_kind(r['status']) == 'mismatch' for r in f32)}, error "
         f"{sum(_plain_kind(r['status']) in ('error', 'timeout') for r in f32)}",
         f"- raw results, one JSON line per case: `{jsonl_path}`"]
+    if note:
+        lines.append(f"- {note}")
     reran = [r for r in records if "rerun_of" in r]
     if reran:
         lines.append(
@@ -569,7 +572,7 @@ def _write_outputs(records: list[dict], args, total: int, wall: float) -> None:
     if args.converter == "plain":
         jsonl = os.path.relpath(os.path.join(args.out, "soak.jsonl"), _REPO)
         write_plain_table(records, args.table or os.path.join(args.out, "plain_coverage.md"),
-                          total, jsonl)
+                          total, jsonl, args.note)
 
 
 def main(argv=None) -> int:
@@ -593,6 +596,8 @@ def main(argv=None) -> int:
     parser.add_argument("--table", default=None,
                         help="--converter plain: where the coverage table goes "
                              "(default: OUT/plain_coverage.md)")
+    parser.add_argument("--note", default=None,
+                        help="--converter plain: a line for the table's header (e.g. the tree)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.merge:
