@@ -162,6 +162,7 @@ def householder_qr(ctx, op: Op, a):
     rows, cols = tf.range(m), tf.range(n)
 
     def body(j, a, taus):
+        a_in = a
         x = tf.gather(a, j, axis=-1)
         v, tau, beta = _house(x, j, rows)
         right = tf.where(cols > j, a, tf.zeros_like(a))
@@ -170,8 +171,11 @@ def householder_qr(ctx, op: Op, a):
         new_x = tf.where(rows < j, x, tf.where(tf.equal(rows, j), beta[..., None] *
                                                  tf.ones_like(x), v))
         a = tf.where(tf.equal(cols, j), new_x[..., :, None], a)
-        taus = tf.where(tf.equal(tf.range(p), j), tau[..., None], taus)
-        return j + 1, a, taus
+        new_taus = tf.where(tf.equal(tf.range(p), j), tau[..., None], taus)
+        # The loop keeps the static shapes it entered with (tf.range(p) hides them).
+        new_taus.set_shape(taus.shape)
+        a.set_shape(a_in.shape)
+        return j + 1, a, new_taus
 
     taus0 = tf.zeros(tf.concat([tf.shape(a)[:-2], [p]], 0), a.dtype)
     _, a, taus = tf.while_loop(lambda j, *_: j < p, body, [tf.constant(0), a, taus0],
@@ -193,8 +197,9 @@ def householder_product(ctx, op: Op, a, taus):
         v = tf.where(rows > j, column, tf.cast(tf.equal(rows, j), a.dtype))
         tau = tf.gather(taus, j, axis=-1)
         vq = tf.linalg.matvec(q, tf.math.conj(v), transpose_a=True)  # v^H q
-        q = q - tau[..., None, None] * (v[..., :, None] * vq[..., None, :])
-        return j - 1, q
+        new_q = q - tau[..., None, None] * (v[..., :, None] * vq[..., None, :])
+        new_q.set_shape(q.shape)
+        return j - 1, new_q
 
     _, q = tf.while_loop(lambda j, _: j >= 0, body, [p - 1, q], parallel_iterations=1)
     return q

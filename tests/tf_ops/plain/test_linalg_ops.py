@@ -149,3 +149,11 @@ def test_portable_qr_svd_eigh_lower_through_the_householder_custom_calls():
     _, r_want, _, sv_want, w_want, _ = jax.jit(factor)(a, s)
     want = [a, r_want, a, sv_want, w_want, s]
     _assert_runs_like(program, want, [a, s], rtol=2e-4)
+
+
+def test_portable_qr_of_a_1x1_matrix_in_a_graph():
+    """A 1x1 QR's Householder loop keeps the static shapes it entered with (TF's while_loop
+    refuses a carried value whose shape changes; found by the plain soak)."""
+    a = np.array([[[-2.0]], [[3.0]]], np.float32)
+    f = lambda a: jax.numpy.linalg.qr(a, mode="complete")
+    _assert_runs_like(_portable_program(f, a), jax.jit(f)(a), [a], rtol=1e-6)
