@@ -294,11 +294,22 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
 def _reference_params(params, flat_variables: Sequence[tf.Variable]):
     """The parameters JAX's reference outputs are computed from: the Variables' buffers seen
     as JAX arrays (`tf_variables.jax_views`), except Python scalars, whose weak type is part
-    of what JAX computes."""
+    of what JAX computes, and leaves that already are JAX arrays (no copy to save).
+
+    With several JAX devices, array leaves are passed as given: a DLPack view is committed to
+    one device, which a function sharded over several refuses ("incompatible devices")."""
+    multi_device = jax.device_count() > 1
     leaves, treedef = jax.tree.flatten(params)
+
+    def reference(leaf, variable):
+        if isinstance(leaf, (bool, int, float, complex, jax.Array)):
+            return leaf
+        if multi_device and not callable(leaf):
+            return leaf
+        return tf_variables.jax_views(variable)
+
     return jax.tree.unflatten(treedef, [
-        leaf if isinstance(leaf, (bool, int, float, complex)) else tf_variables.jax_views(v)
-        for leaf, v in zip(leaves, flat_variables, strict=True)])
+        reference(leaf, v) for leaf, v in zip(leaves, flat_variables, strict=True)])
 
 
 _GRADIENT_TRACE_FAILED = "Error when tracing gradients for SavedModel"
