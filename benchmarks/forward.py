@@ -40,8 +40,9 @@ def _tf_forward(converted, variables, jit_compile: bool):
                        jit_compile=jit_compile)
 
 
-def candidates_for(model: str, batch: int) -> dict:
-    """{label: zero-argument callable running one synchronized forward pass}."""
+def workload(model: str, batch: int):
+    """One model at one batch size, ready for every candidate: (apply_fn, params, x, jitted,
+    params_jax, x_jax, want (jax.jit's output), variables, x_tf). Shared with plain_ops."""
     make_params, apply_fn, make_input = MODELS[model]
     params = make_params()
     x = make_input(batch)
@@ -50,7 +51,13 @@ def candidates_for(model: str, batch: int) -> dict:
     x_jax = jax.numpy.asarray(x)
     want = np.asarray(jitted(params_jax, x_jax))
     variables = {k: tf.Variable(v) for k, v in params.items()}
-    x_tf = tf.constant(x)
+    return apply_fn, params, x, jitted, params_jax, x_jax, want, variables, tf.constant(x)
+
+
+def candidates_for(model: str, batch: int) -> dict:
+    """{label: zero-argument callable running one synchronized forward pass}."""
+    (apply_fn, _, _, jitted, params_jax, x_jax, want, variables,
+     x_tf) = workload(model, batch)
     tf_fns = {}
     for jit_compile in (False, True):
         suffix = " jit_compile" if jit_compile else ""

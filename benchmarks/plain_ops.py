@@ -87,15 +87,8 @@ def plain_converted(apply_fn, params, x, use_converter: bool):
 
 def candidates_for(model: str, batch: int, use_converter: bool) -> tuple[dict, dict]:
     """({label: zero-argument callable}, notes)."""
-    make_params, apply_fn, make_input = forward.MODELS[model]
-    params = make_params()
-    x = make_input(batch)
-    jitted = jax.jit(apply_fn)
-    params_jax = jax.tree.map(jax.numpy.asarray, params)
-    x_jax = jax.numpy.asarray(x)
-    want = np.asarray(jitted(params_jax, x_jax))
-    variables = {k: tf.Variable(v) for k, v in params.items()}
-    x_tf = tf.constant(x)
+    (apply_fn, params, x, jitted, params_jax, x_jax, want, variables,
+     x_tf) = forward.workload(model, batch)
     converted = jax2tf_native.convert(apply_fn)
     fns = {"xla tf.function": tf.function(lambda xs: converted(variables, xs), autograph=False),
            "xla jit_compile": tf.function(lambda xs: converted(variables, xs), autograph=False,
