@@ -29,20 +29,11 @@ import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain.program import Op
-from tf_ops.plain.windows import dilate_and_pad, static_or_unstacked
+from tf_ops.plain.windows import dilate_and_pad, dim_sizes, static_or_unstacked
 
 
 def _dtype(op: Op) -> tf.DType:
     return tf.as_dtype(op.result_types[0].dtype)
-
-
-def _dims(x: tf.Tensor) -> list:
-    """Static ints where known, run-time int32 scalars otherwise."""
-    static = x.shape.as_list()
-    if all(d is not None for d in static):
-        return static
-    dynamic = tf.shape(x, out_type=tf.int32)
-    return [d if d is not None else dynamic[i] for i, d in enumerate(static)]
 
 
 def _product(sizes) -> int | tf.Tensor:
@@ -121,7 +112,7 @@ def _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, result: tf.
     rhs = _to_matmul_type(rhs, result, compute)
     lhs_free = [d for d in range(lhs.shape.rank) if d not in lhs_batch + lhs_contract]
     rhs_free = [d for d in range(rhs.shape.rank) if d not in rhs_batch + rhs_contract]
-    lhs_sizes, rhs_sizes = _dims(lhs), _dims(rhs)
+    lhs_sizes, rhs_sizes = dim_sizes(lhs), dim_sizes(rhs)
     batch = [lhs_sizes[d] for d in lhs_batch]
     m = [lhs_sizes[d] for d in lhs_free]
     n = [rhs_sizes[d] for d in rhs_free]
@@ -251,8 +242,8 @@ def _conv_nhwc(x, k, attrs):
     # TF's kernels are 2-D and 3-D: fewer spatial dims get unit dims in front.
     extra = 2 - n if n < 2 else 0
     if extra:
-        x = _reshape(x, [_dims(x)[0]] + [1] * extra + _dims(x)[1:])
-        k = _reshape(k, [1] * extra + _dims(k))
+        x = _reshape(x, [dim_sizes(x)[0]] + [1] * extra + dim_sizes(x)[1:])
+        k = _reshape(k, [1] * extra + dim_sizes(k))
         strides, dilations = [1] * extra + strides, [1] * extra + dilations
     groups = attrs["feature_groups"]
     if groups == 1:
@@ -260,7 +251,7 @@ def _conv_nhwc(x, k, attrs):
     elif k.shape[-2] == 1 and len(strides) == 2 and x.shape[-1] == groups \
             and x.dtype.is_floating:
         # Depthwise: XLA's output feature g*M + m is TF's channel g, multiplier m.
-        sizes = _dims(k)
+        sizes = dim_sizes(k)
         k = _reshape(k, sizes[:2] + [groups, sizes[-1] // groups])
         y = _tf_conv(x, k, strides, dilations, depthwise=True)
     else:
@@ -268,7 +259,7 @@ def _conv_nhwc(x, k, attrs):
         ks = tf.split(k, groups, axis=-1)
         y = tf.concat([_tf_conv(xg, kg, strides, dilations) for xg, kg in zip(xs, ks)], -1)
     if extra:
-        sizes = _dims(y)
+        sizes = dim_sizes(y)
         y = _reshape(y, [sizes[0]] + sizes[1 + extra:])
     return y
 
@@ -308,7 +299,7 @@ def _patch_conv(x, k, strides, dilations):
     """A VALID convolution as one matmul of the input's patches (one strided slice per kernel
     position, in the kernel's row-major order) with the kernel as [positions * in, out]."""
     n = len(strides)
-    sizes = _dims(x)
+    sizes = dim_sizes(x)
     kernel = k.shape.as_list()[:n]
     spans = []
     for size, extent, dilation in zip(sizes[1:-1], kernel, dilations):
@@ -322,7 +313,7 @@ def _patch_conv(x, k, strides, dilations):
             tf.stack([tf.cast(e, tf.int32) for e in end])
         views.append(tf.strided_slice(x, begin, end, [1, *strides, 1]))
     patches = tf.stack(views, axis=-2)
-    out = _dims(views[0])[:-1]
+    out = dim_sizes(views[0])[:-1]
     features = len(views) * sizes[-1]
     y = tf.linalg.matmul(_reshape(patches, [_product(out), features]),
                          _reshape(k, [features, k.shape[-1]]))

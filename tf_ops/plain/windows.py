@@ -138,7 +138,8 @@ def _single_op(region: Region) -> str | None:
 
 # ------------------------------------------------------------------------ windowed view
 
-def _sizes(x: tf.Tensor) -> list:
+def dim_sizes(x: tf.Tensor) -> list:
+    """Static ints where known, run-time int32 scalars otherwise."""
     static = x.shape.as_list()
     if all(d is not None for d in static):
         return static
@@ -155,7 +156,7 @@ def _vector(values) -> list | tf.Tensor:
 def interleave(x: tf.Tensor, axis: int, factor, fill: tf.Tensor) -> tf.Tensor:
     """`factor - 1` copies of scalar `fill` between neighbours along `axis` (`factor` an int
     or an int32 scalar)."""
-    sizes = _sizes(x)
+    sizes = dim_sizes(x)
     filler = tf.fill(_vector(sizes[:axis + 1] + [factor - 1] + sizes[axis + 1:]), fill)
     joined = tf.concat([tf.expand_dims(x, axis + 1), filler], axis=axis + 1)
     joined = tf.reshape(joined, _vector(sizes[:axis] + [sizes[axis] * factor]
@@ -179,7 +180,7 @@ def _padded(x: tf.Tensor, fill: tf.Tensor, window: _Window) -> tf.Tensor:
         x = tf.pad(x, rows, constant_values=fill)
     crops = [(_max0(-lo), _max0(-hi)) for lo, hi in window.padding]
     if any(_maybe_nonzero(c) for pair in crops for c in pair):
-        sizes = _sizes(x)
+        sizes = dim_sizes(x)
         end = [s - hi for s, (_, hi) in zip(sizes, crops)]
         end = [max(e, lo) if _is_int(e) and _is_int(lo) else tf.maximum(e, lo)
                for e, (lo, _) in zip(end, crops)]
@@ -199,7 +200,7 @@ def dilate_and_pad(x: tf.Tensor, fill: tf.Tensor, dilations, padding) -> tf.Tens
 def _spans(padded: tf.Tensor, window: _Window) -> list:
     """Per dimension, how far one window position's strided slice reaches."""
     spans = []
-    for size, w, dil in zip(_sizes(padded), window.dims, window.window_dilations):
+    for size, w, dil in zip(dim_sizes(padded), window.dims, window.window_dilations):
         spans.append(_max0(size - (w - 1) * dil))
     return spans
 
@@ -222,7 +223,7 @@ class _View:
                        for span, st in zip(self.spans, strides)]
         self.tensor = padded
         if self.split:
-            sizes = _sizes(padded)
+            sizes = dim_sizes(padded)
             extra = [(st - size % st) % st for size, st in zip(sizes, strides)]
             if any(_maybe_nonzero(e) for e in extra):
                 rows = [[0, e] for e in extra]
@@ -548,8 +549,8 @@ def _scatter_selected(ctx, scatter_region, scatter_ops, operand, padded, source,
     windows covering it come in row-major order exactly when their chosen offsets come in
     reverse row-major order, so offsets are visited last to first; each offset's values land
     at `offset + window * stride`, a placement with no collisions."""
-    windows_shape = _sizes(chosen_k)
-    padded_shape = _sizes(padded)
+    windows_shape = dim_sizes(chosen_k)
+    padded_shape = dim_sizes(padded)
     zero = tf.zeros([], source.dtype)
     # The result lives split as the windowed view reads it (a strided dimension of length L
     # as [L / s, s], L padded to a multiple of s): one offset's values are then a plain pad
@@ -598,4 +599,4 @@ def _scatter_selected(ctx, scatter_region, scatter_ops, operand, padded, source,
     result = tf.reshape(result, _vector([size + e for size, e in zip(padded_shape, extra)]))
     lows = [lo for lo, _ in window.padding]
     return tf.strided_slice(result, lows, _vector([lo + s for lo, s in
-                                                   zip(lows, _sizes(operand))]))
+                                                   zip(lows, dim_sizes(operand))]))
