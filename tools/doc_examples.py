@@ -1,0 +1,359 @@
+"""Runs the code blocks of Markdown pages, so the docs cannot drift from the code.
+
+    python -m tools.doc_examples README.md docs/guides/convert.md [...] [-j 2] [--keep]
+
+Each page runs as one generated script in a fresh Python process (so a page may set
+`os.environ["XLA_FLAGS"]` in its first block, before it imports JAX), with a fresh temporary
+directory as its working directory, the repository root on PYTHONPATH, the venv's bin first on
+PATH (`python` and `jax2tf-native` are this venv's) and TF_CPP_MIN_LOG_LEVEL=2 unless set. The
+page's fenced blocks run top to bottom in that directory:
+
+- ```python / ```py: in one namespace (the script's `__main__`), as written;
+- ```bash / ```sh: `bash -e -o pipefail -c BLOCK`, at their place in the order; a block that
+  installs software (pip, python -m venv, npm, apt) is not run;
+- ```js / ```javascript: Node (CommonJS inside an async function, so `await` works at the top
+  and `require('@tensorflow/tfjs')` finds tests/tfjs/node_modules through NODE_PATH); not run
+  when tests/tfjs/node_modules is missing (`npm ci --prefix tests/tfjs`);
+- ```text, ```console, untagged and other blocks are shown output or sketches: not run.
+
+In README.md the first two ```bash blocks are the install and test commands that `.ci/run`
+runs; they are not run here.
+
+On failure it prints the page, the block's line in the .md, the block and the error's last
+lines. Pages run at most `-j` at a time (default 2: the suite's machine has 2 cores).
+tests/docs/test_doc_examples.py runs README.md and docs/ through `run_pages`.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NODE_MODULES = REPO_ROOT / "tests" / "tfjs" / "node_modules"
+PAGE_TIMEOUT_S = 300
+ERROR_TAIL_LINES = 25
+
+PYTHON_TAGS = {"python", "py", "python3"}
+SHELL_TAGS = {"bash", "sh", "shell"}
+JS_TAGS = {"js", "javascript"}
+OUTPUT_TAGS = {"", "text", "console", "output", "none", "plain", "txt"}
+
+INSTALLS_REASON = "installs software: the README's command 1, run by .ci/run"
+# A shell command that installs software, at the start of a command (after &&, ;, |, sudo).
+_INSTALL_COMMAND = re.compile(
+    r"(?:^|&&|\|\||;|\||\bsudo\s+)\s*"
+    r"(?:pip3?(?:\.\d+)?\s|python[\d.]*\s+-m\s+(?:pip|venv)\b|npm\s|npx\s|yarn\s|"
+    r"apt(?:-get)?\s|conda\s|uv\s+(?:pip|venv)\b)",
+    re.MULTILINE)
+# TF's start-up lines, printed whatever TF_CPP_MIN_LOG_LEVEL says: left out of error reports.
+_LOG_NOISE = re.compile(r"All log messages before absl::InitializeLog|oneDNN custom operations")
+_FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One fenced block of a page.
+
+    Attributes:
+      line: the 1-based line of the opening fence in the .md file.
+      tag: the fence's language tag, lowercased ("" when untagged).
+      text: the block's content, the fence's indentation removed.
+      kind: how it runs: "python", "shell", "js", or "none" (not run).
+      reason: why a block is not run ("" for blocks that run).
+    """
+    line: int
+    tag: str
+    text: str
+    kind: str
+    reason: str = ""
+
+    @property
+    def runs(self) -> bool:
+        return self.kind != "none"
+
+
+@dataclasses.dataclass
+class PageResult:
+    """What running one page did.
+
+    Attributes:
+      page: the page's path as given.
+      blocks: every fenced block of the page, in order.
+      ok: whether every block that runs ran without error.
+      seconds: wall time of the page's process.
+      failed_block: the block that failed (None when ok, or when the failure came before any).
+      error_tail: the last lines of the page process's output when it failed.
+      workdir: the page's working directory when kept (`--keep`), else None.
+    """
+    page: str
+    blocks: list[Block]
+    ok: bool = True
+    seconds: float = 0.0
+    failed_block: Block | None = None
+    error_tail: str = ""
+    workdir: str | None = None
+
+    @property
+    def run_blocks(self) -> list[Block]:
+        return [b for b in self.blocks if b.runs]
+
+    @property
+    def not_run(self) -> list[Block]:
+        return [b for b in self.blocks if not b.runs]
+
+    @property
+    def python_not_run(self) -> list[Block]:
+        return [b for b in self.blocks if b.tag in PYTHON_TAGS and not b.runs]
+
+
+def extract_blocks(page: str | os.PathLike) -> list[Block]:
+    """The fenced blocks of a Markdown page, in order, each with whether and how it runs.
+
+    Example:
+      >>> [(b.tag, b.kind) for b in extract_blocks("README.md")][:2]
+      [('bash', 'none'), ('bash', 'none')]
+    """
+    path = Path(page)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    is_readme = path.resolve() == (REPO_ROOT / "README.md").resolve()
+    raw: list[tuple[int, str, str]] = []
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        indent, fence = len(opening["indent"]), opening["fence"]
+        tag = opening["info"].strip().split(" ")[0].strip("{}.").lower()
+        start, body = i + 1, []
+        i += 1
+        while i < len(lines):
+            stripped = lines[i].strip()
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                break
+            body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
+            i += 1
+        raw.append((start, tag, "\n".join(body) + "\n"))
+        i += 1
+    blocks, shell_seen = [], 0
+    for line, tag, text in raw:
+        kind, reason = _kind_and_reason(tag, text)
+        if tag in SHELL_TAGS:
+            shell_seen += 1
+            if is_readme and shell_seen <= 2:
+                kind, reason = "none", f"README command {shell_seen}, run by .ci/run"
+        blocks.append(Block(line, tag, text, kind, reason))
+    return blocks
+
+
+def _kind_and_reason(tag: str, text: str) -> tuple[str, str]:
+    if tag in PYTHON_TAGS:
+        return "python", ""
+    if tag in SHELL_TAGS:
+        if _INSTALL_COMMAND.search(text):
+            return "none", INSTALLS_REASON
+        return "shell", ""
+    if tag in JS_TAGS:
+        if not NODE_MODULES.is_dir() or shutil.which("node") is None:
+            return "none", ("JavaScript: Node or tests/tfjs/node_modules missing "
+                            "(npm ci --prefix tests/tfjs)")
+        return "js", ""
+    if tag in OUTPUT_TAGS:
+        return "none", "shown output" if tag != "console" else "shown session (console)"
+    return "none", f"```{tag}: shown, not run"
+
+
+def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) -> str:
+    """The Python script that runs a page's blocks in order (what `run_page` runs).
+
+    Python blocks are compiled with the page's path as file name and padded to their line in
+    the .md, so a traceback points at the page's line. Progress goes to `status_file` (one
+    JSON line per block started), so a crash still names its block.
+    """
+    md_path = str(Path(page).resolve())
+    steps = []
+    for index, block in enumerate(blocks):
+        if not block.runs:
+            continue
+        steps.append(f"_doc_examples_step({index}, {block.line}, {block.kind!r}, "
+                     f"{block.text!r})")
+    return textwrap.dedent(f'''\
+        # Generated by tools/doc_examples.py from {md_path}
+        import json as _doc_examples_json
+        import os as _doc_examples_os
+        import subprocess as _doc_examples_subprocess
+        import sys as _doc_examples_sys
+        import traceback as _doc_examples_traceback
+
+        def _doc_examples_step(index, line, kind, text):
+            with open({status_file!r}, "a") as status:
+                status.write(_doc_examples_json.dumps({{"index": index}}) + "\\n")
+            _doc_examples_sys.stdout.flush()
+            _doc_examples_sys.stderr.flush()
+            try:
+                if kind == "python":
+                    code = compile("\\n" * line + text, {md_path!r}, "exec")
+                    exec(code, globals())
+                elif kind == "shell":
+                    _doc_examples_subprocess.run(
+                        ["bash", "-e", "-o", "pipefail", "-c", text], check=True)
+                elif kind == "js":
+                    wrapped = ("(async () => {{\\n" + text + "\\n}})().catch("
+                               "(e) => {{ console.error(e); process.exit(1); }});\\n")
+                    _doc_examples_subprocess.run(["node", "-"], input=wrapped, text=True,
+                                                 check=True)
+            except _doc_examples_subprocess.CalledProcessError as error:
+                print(f"the {{kind}} block at line {{line}} exited with status "
+                      f"{{error.returncode}}", file=_doc_examples_sys.stderr)
+                _doc_examples_sys.exit(1)
+            except Exception as error:
+                # The page's frames only: the generated script's own are noise to a reader.
+                tb = error.__traceback__
+                while tb is not None and tb.tb_frame.f_code.co_filename != {md_path!r}:
+                    tb = tb.tb_next
+                _doc_examples_traceback.print_exception(type(error), error, tb)
+                _doc_examples_sys.exit(1)
+            _doc_examples_sys.stdout.flush()
+            _doc_examples_sys.stderr.flush()
+
+        ''') + "\n".join(steps) + "\n"
+
+
+def _environment(workdir: str) -> dict[str, str]:
+    env = dict(os.environ)
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["NODE_PATH"] = str(NODE_MODULES)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    # A page sets its own devices: the suite's or the caller's XLA_FLAGS would change them.
+    env.pop("XLA_FLAGS", None)
+    return env
+
+
+def run_page(page: str | os.PathLike, timeout: float = PAGE_TIMEOUT_S,
+             keep: bool = False) -> PageResult:
+    """Runs one page's blocks in a fresh Python process and temporary directory.
+
+    Example:
+      >>> result = run_page("docs/compat.md")   # doctest: +SKIP
+      >>> result.ok, len(result.run_blocks)     # doctest: +SKIP
+    """
+    blocks = extract_blocks(page)
+    result = PageResult(page=str(page), blocks=blocks)
+    if not result.run_blocks:
+        return result
+    root = tempfile.mkdtemp(prefix="doc_examples_")
+    workdir = os.path.join(root, "work")
+    os.mkdir(workdir)
+    status_file = os.path.join(root, "status.jsonl")
+    script = os.path.join(root, "page_script.py")
+    Path(script).write_text(page_script(page, blocks, status_file), encoding="utf-8")
+    log_path = os.path.join(root, "output.log")
+    start = time.monotonic()
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, script], cwd=workdir, env=_environment(root),
+                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        try:
+            returncode = process.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            returncode, timed_out = -signal.SIGKILL, True
+    result.seconds = time.monotonic() - start
+    if returncode != 0:
+        result.ok = False
+        started = [json.loads(line)["index"]
+                   for line in Path(status_file).read_text().splitlines()] \
+            if os.path.exists(status_file) else []
+        result.failed_block = blocks[started[-1]] if started else None
+        output = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
+        tail = [line for line in output if not _LOG_NOISE.search(line)][-ERROR_TAIL_LINES:]
+        if timed_out:
+            tail.append(f"timed out after {timeout:.0f} s")
+        elif returncode < 0:
+            tail.append(f"killed by signal {-returncode}")
+        result.error_tail = "\n".join(tail)
+    if keep:
+        result.workdir = workdir
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def run_pages(pages, jobs: int = 2, timeout: float = PAGE_TIMEOUT_S,
+              keep: bool = False) -> dict[str, concurrent.futures.Future]:
+    """Starts every page (at most `jobs` at once); returns {page: Future of its PageResult}.
+
+    The caller owns nothing to shut down: the pool's threads end when the last page does.
+    """
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs,
+                                                 thread_name_prefix="doc_examples")
+    futures = {str(p): pool.submit(run_page, p, timeout, keep) for p in pages}
+    pool.shutdown(wait=False)
+    return futures
+
+
+def describe(result: PageResult) -> str:
+    """A page's report: blocks run, blocks not run with their reasons, seconds, the failure."""
+    status = "ok" if result.ok else "FAILED"
+    lines = [f"{result.page}: {status}, {len(result.run_blocks)} blocks run, "
+             f"{len(result.not_run)} not run, {result.seconds:.1f} s"]
+    for block in result.not_run:
+        if block.tag in OUTPUT_TAGS and block.tag != "console":
+            continue
+        lines.append(f"  not run: line {block.line} ```{block.tag}: {block.reason}")
+    shown = sum(1 for b in result.not_run if b.tag in OUTPUT_TAGS and b.tag != "console")
+    if shown:
+        lines.append(f"  not run: {shown} output block(s) (```text / untagged)")
+    if not result.ok:
+        if result.failed_block is not None:
+            block = result.failed_block
+            lines.append(f"  failed: {result.page}:{block.line} (```{block.tag} block)")
+            lines.append(textwrap.indent(block.text.rstrip("\n"), "    | "))
+        else:
+            lines.append(f"  failed before its first block ({result.page})")
+        lines.append("  error (last lines):")
+        lines.append(textwrap.indent(result.error_tail, "    "))
+    if result.workdir:
+        lines.append(f"  working directory kept: {result.workdir}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("pages", nargs="+", help="Markdown files")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="pages run at once")
+    parser.add_argument("--timeout", type=float, default=PAGE_TIMEOUT_S,
+                        help="seconds per page")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep each page's working directory (and its generated script)")
+    args = parser.parse_args(argv)
+    futures = run_pages(args.pages, args.jobs, args.timeout, args.keep)
+    failed = 0
+    for page, future in futures.items():
+        result = future.result()
+        failed += not result.ok
+        print(describe(result), flush=True)
+    print(f"{len(futures) - failed} of {len(futures)} pages ok")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
