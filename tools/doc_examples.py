@@ -96,6 +96,7 @@ class PageResult:
       failed_block: the block that failed (None when ok, or when the failure came before any).
       error_tail: the last lines of the page process's output when it failed.
       workdir: the page's working directory when kept (`--keep`), else None.
+      started: how many of the blocks that run were started (all of them when ok).
     """
     page: str
     blocks: list[Block]
@@ -104,6 +105,7 @@ class PageResult:
     failed_block: Block | None = None
     error_tail: str = ""
     workdir: str | None = None
+    started: int = 0
 
     @property
     def run_blocks(self) -> list[Block]:
@@ -254,7 +256,7 @@ def run_page(page: str | os.PathLike, timeout: float = PAGE_TIMEOUT_S,
       >>> result.ok, len(result.run_blocks)     # doctest: +SKIP
     """
     blocks = extract_blocks(page)
-    result = PageResult(page=str(page), blocks=blocks)
+    result = PageResult(page=_display_name(page), blocks=blocks)
     if not result.run_blocks:
         return result
     root = tempfile.mkdtemp(prefix="doc_examples_")
@@ -277,14 +279,20 @@ def run_page(page: str | os.PathLike, timeout: float = PAGE_TIMEOUT_S,
             process.wait()
             returncode, timed_out = -signal.SIGKILL, True
     result.seconds = time.monotonic() - start
-    if returncode != 0:
+    started = [json.loads(line)["index"]
+               for line in Path(status_file).read_text().splitlines()] \
+        if os.path.exists(status_file) else []
+    result.started = len(started)
+    # A block that exits the process early (sys.exit(0)) would skip the rest silently.
+    skipped = [b for i, b in enumerate(blocks) if b.runs and i not in started]
+    if returncode != 0 or skipped:
         result.ok = False
-        started = [json.loads(line)["index"]
-                   for line in Path(status_file).read_text().splitlines()] \
-            if os.path.exists(status_file) else []
-        result.failed_block = blocks[started[-1]] if started else None
         output = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
         tail = [line for line in output if not _LOG_NOISE.search(line)][-ERROR_TAIL_LINES:]
+        result.failed_block = blocks[started[-1]] if started else None
+        if returncode == 0:
+            tail.append(f"the process exited (status 0) before the block at line "
+                        f"{skipped[0].line} ran")
         if timed_out:
             tail.append(f"timed out after {timeout:.0f} s")
         elif returncode < 0:
@@ -295,6 +303,14 @@ def run_page(page: str | os.PathLike, timeout: float = PAGE_TIMEOUT_S,
     else:
         shutil.rmtree(root, ignore_errors=True)
     return result
+
+
+def _display_name(page) -> str:
+    """The page's path from the repository root when it lies inside, else as given."""
+    try:
+        return str(Path(page).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(page)
 
 
 def run_pages(pages, jobs: int = 2, timeout: float = PAGE_TIMEOUT_S,
@@ -313,8 +329,10 @@ def run_pages(pages, jobs: int = 2, timeout: float = PAGE_TIMEOUT_S,
 def describe(result: PageResult) -> str:
     """A page's report: blocks run, blocks not run with their reasons, seconds, the failure."""
     status = "ok" if result.ok else "FAILED"
-    lines = [f"{result.page}: {status}, {len(result.run_blocks)} blocks run, "
-             f"{len(result.not_run)} not run, {result.seconds:.1f} s"]
+    ran = (f"{len(result.run_blocks)} blocks run" if result.ok else
+           f"{result.started} of {len(result.run_blocks)} blocks started")
+    lines = [f"{result.page}: {status}, {ran}, {len(result.not_run)} not run, "
+             f"{result.seconds:.1f} s"]
     for block in result.not_run:
         if block.tag in OUTPUT_TAGS and block.tag != "console":
             continue

@@ -1,0 +1,41 @@
+"""Every code block of README.md and of the pages under docs/ runs (issue 31: the docs cannot
+drift from the code). One test per page, so a failure names the page; the pages' processes all
+start from one module fixture, two at a time (the suite's machine has 2 cores), so the module
+takes about half the sum of the pages' times. docs/api/ is generated from docstrings, whose
+examples run as doctests already.
+
+Blocks that do not run (install commands, shown output) are printed with their reasons:
+`python -m pytest tests/docs -rA` shows them. The same report for chosen pages:
+`python -m tools.doc_examples docs/guides/convert.md`.
+"""
+from pathlib import Path
+
+import pytest
+
+from tools import doc_examples
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PAGES = ["README.md"] + sorted(
+    str(path.relative_to(REPO_ROOT)) for path in (REPO_ROOT / "docs").rglob("*.md")
+    if "api" not in path.relative_to(REPO_ROOT / "docs").parts[:1])
+
+
+@pytest.fixture(scope="module")
+def page_runs(request):
+    """{page: Future of its PageResult} for the pages this session selected, all started."""
+    selected = [item.callspec.params["page"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")]
+    return doc_examples.run_pages([REPO_ROOT / p for p in selected], jobs=2)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_blocks_run(page, page_runs):
+    result = page_runs[str(REPO_ROOT / page)].result()
+    report = doc_examples.describe(result)
+    if not result.ok:
+        pytest.fail(report, pytrace=False)
+    print(report)
+    not_run = result.python_not_run
+    assert not not_run, f"{page}: Python blocks not run: {[b.line for b in not_run]}"
+    assert result.run_blocks or not any(b.tag in doc_examples.PYTHON_TAGS
+                                        for b in result.blocks)
