@@ -40,9 +40,9 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
         arguments are the signature's inputs.
       example_args: example inputs (after params) for the reference data; default random
         inputs of the exported shapes (batch 1 and 3 for a symbolic leading dimension).
-      input_names, output_names, jit_compile, overwrite, progress, stablehlo_version,
-        trainable, enable_xla: as for `save` (polymorphic constraints and the linalg lowering are already
-        in the artifact).
+      input_names, output_names, jit_compile, overwrite, progress: as for `save`.
+      stablehlo_version, trainable, enable_xla: as for `save` (polymorphic constraints and the
+        linalg lowering are already in the artifact).
       with_gradient: keep gradients; needs an artifact serialized with `vjp_order >= 1`.
       gradient_mode: as for `save`.
       target_tf: as for `save`. The artifact is called inside the new export (as for any
