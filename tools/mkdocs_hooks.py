@@ -116,20 +116,21 @@ def _site_uri(target: Path, docs_dir: Path, root: Path) -> str:
 
 
 def api_nav(docs_dir: Path) -> list:
-    """The nav of docs/api/ (tools/api_pages.py writes it): the index, then one section per package.
+    """The nav of docs/api/ (tools/api_pages.py writes it): index, CLI, then one section per package.
 
-    mkdocs.yml names the folder (`API reference: api/`); each page is `api/<dotted name>.md`.
+    mkdocs.yml names the folder (`API reference: api/`); each page is `api/<dotted name>.md`,
+    listed in its package's section without the package's prefix.
     """
     api_dir = docs_dir / "api"
-    nav: list = [{"Overview": "api/index.md"}] if (api_dir / "index.md").is_file() else []
+    nav: list = []
+    for title, name in (("Overview", "index.md"), ("Command line", "cli.md")):
+        if (api_dir / name).is_file():
+            nav.append({title: f"api/{name}"})
     sections: dict[str, list] = {}
-    for page in sorted(api_dir.glob("*.md")):
-        if page.name == "index.md":
-            continue
-        name = page.stem
-        section = name.split(".")[0] if "." in name else "Command line"
-        sections.setdefault(section, []).append({name: f"api/{page.name}"})
-    return nav + [{section: pages} for section, pages in sections.items()]
+    for page in sorted(api_dir.glob("*.*.md"), key=lambda p: p.name.lower()):
+        package, _, name = page.stem.partition(".")
+        sections.setdefault(package, []).append({name: f"api/{page.name}"})
+    return nav + [{package: pages} for package, pages in sections.items()]
 
 
 def _expand_api_nav(items, docs_dir: Path):
@@ -223,8 +224,41 @@ def render_installed(source: str, name: str) -> str:
     bare = copy.copy(node)
     bare.body, bare.decorator_list = [ast.Pass()], []
     header = ast.unparse(bare).rsplit("\n", 1)[0]  # `def f(...) -> T:` without its body
+    if len(header) > 88:  # one parameter a line, as a formatter would
+        opening, closing = header.index("("), _closing_parenthesis(header, header.index("("))
+        parameters = _split_top_level(header[opening + 1:closing])
+        header = (header[:opening + 1] + "\n" + "".join(f"    {p},\n" for p in parameters)
+                  + header[closing:])
     docstring = installed_docstring(source, name)
     return f"```python\n{header}\n```\n\n```text\n{docstring}\n```"
+
+
+def _closing_parenthesis(text: str, opening: int) -> int:
+    depth = 0
+    for i in range(opening, len(text)):
+        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    raise ValueError(f"unbalanced parentheses in {text!r}")
+
+
+def _split_top_level(text: str) -> list[str]:
+    """`a: int, b=(1, 2)` -> ['a: int', 'b=(1, 2)']: commas outside brackets and strings."""
+    parts, depth, start, quote = [], 0, 0, None
+    for i, char in enumerate(text):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [part for part in parts if part]
 
 
 class _RepoLinks(Treeprocessor):
