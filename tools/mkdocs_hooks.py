@@ -16,27 +16,29 @@ such a link would be "not found" and, under `strict`, fail the build. These hook
    page itself, elsewhere `repo/<path>`. Links between repository pages therefore keep
    working, in both directions.
 
-A link whose target does not exist is left as written, so mkdocs reports it and strict mode
-fails the build: only links to real files are made to work.
-
 3. `on_page_markdown`: a line `<!-- installed-docstring: jax/experimental/jax2tf/call_tf.py
    call_tf -->` (tools/api_pages.py writes them for the jax2tf objects that jax2tf_native
    re-exports) becomes that object's signature and docstring, read statically from the
    installed package's source. mkdocstrings would have to load all of `jax` statically for
    them (20 s and more), this reads one file each; the page always shows the installed
    version. An object that moved fails the build, naming the line.
+
+A link whose target does not exist is left as written, so mkdocs reports it and strict mode
+fails the build: only links to real files are made to work. Only Markdown links and images
+are rewritten: a raw HTML `src=`/`href=` that leaves docs/ is reported as a warning (so strict
+fails) asking for the Markdown form.
 """
 from __future__ import annotations
 
+import ast
+import copy
+import importlib.util
+import logging
 import os
 import posixpath
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
-
-import ast
-import copy
-import importlib.util
 
 import markdown
 from markdown.treeprocessors import Treeprocessor
@@ -47,13 +49,13 @@ REPO_PREFIX = "repo"  # site folder of the files added from outside docs/
 # Directories never published, whatever links to them.
 _SKIPPED_DIRS = {".git", ".venv", "site", "build", "dist", "node_modules", "__pycache__"}
 
-# Inline links and images `[text](target "title")`, reference definitions `[id]: target`, and
-# src/href attributes of raw HTML.
+# Inline links and images `[text](target "title")`, and reference definitions `[id]: target`.
 _LINK_RE = re.compile(
     r"\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^)]*)?\)"
-    r"|^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)"
-    r"|\b(?:src|href)=[\"']([^\"']+)[\"']",
+    r"|^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)",
     re.MULTILINE)
+_RAW_HTML_LINK_RE = re.compile(r"<[a-zA-Z][^>]*\b(?:src|href)=[\"'](\.\./[^\"']*)[\"']")
+log = logging.getLogger("mkdocs.hooks.jax2tf_native")
 _FENCE_RE = re.compile(r"^( {0,3})(`{3,}|~{3,}).*?^\1\2`*\s*$", re.MULTILINE | re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 _WHOLE_INCLUDE_RE = re.compile(r'\A\s*(?:<!--.*?-->\s*)*--8<--\s+"([^"]+)"\s*\Z', re.DOTALL)
@@ -65,9 +67,13 @@ def _repo_root(config) -> Path:
     return Path(config.config_file_path).resolve().parent
 
 
+def _without_code(text: str) -> str:
+    return _INLINE_CODE_RE.sub("", _FENCE_RE.sub("", text))
+
+
 def _link_targets(text: str):
     """Relative link targets in Markdown text, outside code blocks and code spans."""
-    text = _INLINE_CODE_RE.sub("", _FENCE_RE.sub("", text))
+    text = _without_code(text)
     for match in _LINK_RE.finditer(text):
         url = next(group for group in match.groups() if group)
         scheme, netloc, path, _, _ = urlsplit(url)
@@ -77,7 +83,7 @@ def _link_targets(text: str):
 
 
 def _link_base(abs_src_path: Path, root: Path) -> Path:
-    """The file a page's relative links are written from: the page, or the file it includes whole."""
+    """The file a page's relative links are written from: itself, or the file it includes whole."""
     try:
         text = abs_src_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -116,7 +122,7 @@ def _site_uri(target: Path, docs_dir: Path, root: Path) -> str:
 
 
 def api_nav(docs_dir: Path) -> list:
-    """The nav of docs/api/ (tools/api_pages.py writes it): index, CLI, then one section per package.
+    """The nav of docs/api/ (tools/api_pages.py writes it): index, CLI, a section per package.
 
     mkdocs.yml names the folder (`API reference: api/`); each page is `api/<dotted name>.md`,
     listed in its package's section without the package's prefix.
@@ -178,6 +184,11 @@ def on_files(files, config):
 def on_page_markdown(markdown_text, page, config, files):
     _state["page_base"] = _link_base(Path(page.file.abs_src_path).resolve(), _state["root"])
     _state["page_uri"] = page.file.src_uri
+    for match in _RAW_HTML_LINK_RE.finditer(_without_code(markdown_text)):
+        target = Path(os.path.normpath(_state["page_base"].parent / match.group(1)))
+        if not target.is_relative_to(_state["docs_dir"]):
+            log.warning(f"Doc file '{page.file.src_uri}' links to '{match.group(1)}' in raw "
+                        "HTML, which the site does not rewrite: use a Markdown link or image")
     try:
         return _INSTALLED_DOCSTRING_RE.sub(
             lambda m: render_installed(m.group(1), m.group(2)), markdown_text)
@@ -210,7 +221,7 @@ def installed_definition(source: str, name: str) -> ast.FunctionDef | ast.ClassD
 
 
 def installed_docstring(source: str, name: str) -> str:
-    """An installed object's docstring (tools/api_pages.py takes the API index's summary from it)."""
+    """An installed object's docstring (tools/api_pages.py takes the index's summary from it)."""
     return ast.get_docstring(installed_definition(source, name)) or "(no docstring)"
 
 
