@@ -8,7 +8,8 @@ directory as its working directory, the repository root on PYTHONPATH, the venv'
 PATH (`python` and `jax2tf-native` are this venv's) and TF_CPP_MIN_LOG_LEVEL=2 unless set. The
 page's fenced blocks run top to bottom in that directory:
 
-- ```python / ```py: in one namespace (the script's `__main__`), as written;
+- ```python / ```py: in one namespace (the script's `__main__`), as written (as in `python -c`,
+  a function defined on a page cannot be pickled into a multiprocessing "spawn" child);
 - ```bash / ```sh: `bash -e -o pipefail -c BLOCK`, at their place in the order; a block that
   installs software (pip, python -m venv, npm, apt) is not run;
 - ```js / ```javascript: Node (CommonJS inside an async function, so `await` works at the top
@@ -236,7 +237,10 @@ def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) 
             _doc_examples_sys.stdout.flush()
             _doc_examples_sys.stderr.flush()
 
-        ''') + "\n".join(steps) + "\n_doc_examples_step(None, 0, 'end', '')\n"
+        # A child started with multiprocessing's spawn re-imports this file: it runs no block.
+        if __name__ == "__main__":
+        ''') + "".join(f"    {step}\n" for step in steps) + \
+        "    _doc_examples_step(None, 0, 'end', '')\n"
 
 
 def _environment(workdir: str) -> dict[str, str]:
