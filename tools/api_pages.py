@@ -53,6 +53,9 @@ SUBMODULE_PAGES = {
     "saved_model_tools.inspect.inspect_saved_model":
         "saved_model_tools.inspect.inspect_saved_model",
     "saved_model_tools.inspect.check_readable": "saved_model_tools.inspect.check_readable",
+    "saved_model_tools.inspect.SavedModelReport": "saved_model_tools.inspect.SavedModelReport",
+    "saved_model_tools.inspect.SavedModelReadError":
+        "saved_model_tools.inspect.SavedModelReadError",
     "saved_model_tools.verify.verify": "saved_model_tools.verify.verify",
     "saved_model_tools.verify.VerifyReport": "saved_model_tools.verify.VerifyReport",
     "saved_model_tools.verify.VerifyError": "saved_model_tools.verify.VerifyError",
@@ -137,7 +140,7 @@ def _index_page(summaries: dict[str, str]) -> str:
         for heading, pages in (("Package", top), ("Submodules", [p for p in names
                                                                    if p not in top])):
             lines.append(f"### {heading}\n")
-            lines += [f"- [`{p}`]({p}.md): {summaries[p]}" for p in sorted(pages)]
+            lines += [f"- [`{p}`]({p}.md): {summaries[p]}" for p in sorted(pages, key=str.lower)]
             lines.append("")
     lines += ["## Command line\n",
               "- [`jax2tf-native`](cli.md): every command's `--help`.", ""]
