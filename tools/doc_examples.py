@@ -44,6 +44,9 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NODE_MODULES = REPO_ROOT / "tests" / "tfjs" / "node_modules"
 PAGE_TIMEOUT_S = 300
+# Pages started and not finished, so that `stop_all` can end them (an interrupted test run).
+_LIVE_PROCESSES: set[subprocess.Popen] = set()
+_QUEUED: list[concurrent.futures.Future] = []
 ERROR_TAIL_LINES = 25
 
 PYTHON_TAGS = {"python", "py", "python3"}
@@ -291,13 +294,15 @@ def run_page(page: str | os.PathLike, timeout: float = PAGE_TIMEOUT_S,
         process = subprocess.Popen([sys.executable, script], cwd=workdir, env=_environment(root),
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
+        _LIVE_PROCESSES.add(process)
         try:
             returncode = process.wait(timeout=timeout)
             timed_out = False
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            _kill(process)
             returncode, timed_out = -signal.SIGKILL, True
+        finally:
+            _LIVE_PROCESSES.discard(process)
     result.seconds = time.monotonic() - start
     records = [json.loads(line) for line in Path(status_file).read_text().splitlines()] \
         if os.path.exists(status_file) else []
@@ -338,15 +343,33 @@ def _display_name(page) -> str:
         return str(page)
 
 
+def _kill(process: subprocess.Popen) -> None:
+    """Ends a page's process and what it started (its own session: bash, jax2tf-native)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def stop_all() -> None:
+    """Cancels the pages not started yet and kills those running (they then report failed)."""
+    for future in _QUEUED:
+        future.cancel()
+    for process in list(_LIVE_PROCESSES):
+        _kill(process)
+
+
 def run_pages(pages, jobs: int = 2, timeout: float = PAGE_TIMEOUT_S,
               keep: bool = False) -> dict[str, concurrent.futures.Future]:
     """Starts every page (at most `jobs` at once); returns {page: Future of its PageResult}.
 
-    The caller owns nothing to shut down: the pool's threads end when the last page does.
+    The pool's threads end when the last page does; `stop_all` ends them early.
     """
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs,
                                                  thread_name_prefix="doc_examples")
     futures = {str(p): pool.submit(run_page, p, timeout, keep) for p in pages}
+    _QUEUED.extend(futures.values())
     pool.shutdown(wait=False)
     return futures
 
@@ -395,10 +418,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     futures = run_pages(args.pages, args.jobs, args.timeout, args.keep)
     failed = 0
-    for page, future in futures.items():
-        result = future.result()
-        failed += not result.ok
-        print(describe(result), flush=True)
+    try:
+        for page, future in futures.items():
+            result = future.result()
+            failed += not result.ok
+            print(describe(result), flush=True)
+    except KeyboardInterrupt:
+        stop_all()
+        raise
     print(f"{len(futures) - failed} of {len(futures)} pages ok")
     return 1 if failed else 0
 
