@@ -17,7 +17,6 @@ Pages, each `docs/api/<dotted name>.md`:
 from __future__ import annotations
 
 import argparse
-import ast
 import difflib
 import os
 import sys
