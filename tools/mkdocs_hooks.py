@@ -47,7 +47,8 @@ from mkdocs.structure.files import File, InclusionLevel
 
 REPO_PREFIX = "repo"  # site folder of the files added from outside docs/
 # Directories never published, whatever links to them.
-_SKIPPED_DIRS = {".git", ".venv", "site", "build", "dist", "node_modules", "__pycache__"}
+_SKIPPED_DIRS = {".git", ".venv", ".pytest_cache", "site", "build", "dist", "node_modules",
+                 "__pycache__"}
 
 # Inline links and images `[text](target "title")`, and reference definitions `[id]: target`.
 _LINK_RE = re.compile(
@@ -101,7 +102,7 @@ def _published(path: Path, root: Path) -> bool:
         parts = path.relative_to(root).parts
     except ValueError:
         return False  # outside the repository
-    return not any(part in _SKIPPED_DIRS or part.startswith(".") for part in parts)
+    return not any(part in _SKIPPED_DIRS for part in parts)
 
 
 def _resolve(base: Path, link_path: str, root: Path) -> Path | None:
@@ -140,7 +141,7 @@ def api_nav(docs_dir: Path) -> list:
 
 
 def _expand_api_nav(items, docs_dir: Path):
-    for i, item in enumerate(items):
+    for item in items:
         if isinstance(item, dict):
             for title, value in item.items():
                 if value == "api/":
