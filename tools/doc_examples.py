@@ -11,7 +11,7 @@ page's fenced blocks run top to bottom in that directory:
 - ```python / ```py: in one namespace (the script's `__main__`), as written (as in `python -c`,
   a function defined on a page cannot be pickled into a multiprocessing "spawn" child);
 - ```bash / ```sh: `bash -e -o pipefail -c BLOCK`, at their place in the order; a block that
-  installs software (pip, python -m venv, npm, apt) is not run;
+  installs software (pip, python -m venv, npm, apt) or runs the test suite (pytest) is not run;
 - ```js / ```javascript: Node (CommonJS inside an async function, so `await` works at the top
   and `require('@tensorflow/tfjs')` finds tests/tfjs/node_modules through NODE_PATH); not run
   when tests/tfjs/node_modules is missing (`npm ci --prefix tests/tfjs`);
@@ -20,8 +20,9 @@ page's fenced blocks run top to bottom in that directory:
 In README.md the first two ```bash blocks are the install and test commands that `.ci/run`
 runs; they are not run here.
 
-On failure it prints the page, the block's line in the .md, the block and the error's last
-lines. Pages run at most `-j` at a time (default 2: the suite's machine has 2 cores).
+It prints per page the blocks run and the seconds each took, and the blocks not run with the
+reason. On failure it prints the page, the block's line in the .md, the block and the error's
+last lines. Pages run at most `-j` at a time (default 2: the suite's machine has 2 cores).
 tests/docs/test_doc_examples.py runs README.md and docs/ through `run_pages`.
 """
 from __future__ import annotations
@@ -44,10 +45,10 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NODE_MODULES = REPO_ROOT / "tests" / "tfjs" / "node_modules"
 PAGE_TIMEOUT_S = 300
+ERROR_TAIL_LINES = 25
 # Pages started and not finished, so that `stop_all` can end them (an interrupted test run).
 _LIVE_PROCESSES: set[subprocess.Popen] = set()
 _QUEUED: list[concurrent.futures.Future] = []
-ERROR_TAIL_LINES = 25
 
 PYTHON_TAGS = {"python", "py", "python3"}
 SHELL_TAGS = {"bash", "sh", "shell"}
@@ -55,12 +56,15 @@ JS_TAGS = {"js", "javascript"}
 OUTPUT_TAGS = {"", "text", "console", "output", "none", "plain", "txt"}
 
 INSTALLS_REASON = "installs software: the README's command 1, run by .ci/run"
+RUNS_TESTS_REASON = "runs the test suite: the README's command 2, run by .ci/run"
 # A shell command that installs software, at the start of a command (after &&, ;, |, sudo).
 _INSTALL_COMMAND = re.compile(
     r"(?:^|&&|\|\||;|\||\bsudo\s+)\s*"
     r"(?:pip3?(?:\.\d+)?\s|python[\d.]*\s+-m\s+(?:pip|venv)\b|npm\s|npx\s|yarn\s|"
     r"apt(?:-get)?\s|conda\s|uv\s+(?:pip|venv)\b)",
     re.MULTILINE)
+# The suite runs this file's pages: a page running the suite would run itself again.
+_TEST_COMMAND = re.compile(r"\bpytest\b")
 # TF's start-up lines, printed whatever TF_CPP_MIN_LOG_LEVEL says: left out of error reports.
 _LOG_NOISE = re.compile(r"All log messages before absl::InitializeLog|oneDNN custom operations")
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
@@ -173,6 +177,8 @@ def _kind_and_reason(tag: str, text: str) -> tuple[str, str]:
     if tag in SHELL_TAGS:
         if _INSTALL_COMMAND.search(text):
             return "none", INSTALLS_REASON
+        if _TEST_COMMAND.search(text):
+            return "none", RUNS_TESTS_REASON
         return "shell", ""
     if tag in JS_TAGS:
         if not NODE_MODULES.is_dir() or shutil.which("node") is None:
