@@ -40,3 +40,32 @@ def test_page_blocks_run(page, page_runs):
     assert not not_run, f"{page}: Python blocks not run: {[b.line for b in not_run]}"
     assert result.run_blocks or not any(b.tag in doc_examples.PYTHON_TAGS
                                         for b in result.blocks)
+
+
+def test_runner_runs_blocks_in_order_and_names_the_failing_line(tmp_path):
+    """The runner itself, on a small page without TF: Python and shell blocks share the working
+    directory in order, output and install blocks are not run, and a failure names its line."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nopen('a.txt', 'w').write('1')\nvalue = 2\n```\n"
+        "```bash\npip install something\n```\n"
+        "```bash\necho 3 >> a.txt\n```\n"
+        "```text\nshown output\n```\n"
+        "```python\nassert open('a.txt').read() == '13\\n' and value == 2\n"
+        "raise ValueError('page broke here')\n```\n")
+    result = doc_examples.run_page(page)
+    assert not result.ok
+    assert [b.kind for b in result.blocks] == ["python", "none", "shell", "none", "python"]
+    assert result.blocks[1].reason == doc_examples.INSTALLS_REASON
+    assert result.failed_block is result.blocks[4] and result.failed_block.line == 14
+    assert result.started == 3
+    assert f'File "{page}", line 16' in result.error_tail
+    assert "ValueError: page broke here" in result.error_tail
+
+
+def test_runner_fails_a_page_that_exits_before_its_last_block(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nimport sys\nsys.exit(0)\n```\n```python\nprint(1)\n```\n")
+    result = doc_examples.run_page(page)
+    assert not result.ok and result.started == 1
+    assert "before the block at line 5 ran" in result.error_tail
