@@ -366,6 +366,11 @@ class _Converted:
                     declared = shardings.declared(self._fun, treedef, structs)
             except errors.SymbolicCallTfFound:
                 return split_function()
+            except ValueError as e:
+                indivisible = shardings.indivisible_dimension_error(e, specs)
+                if indivisible is None:
+                    raise
+                raise indivisible from e
             body = shardings.body(self._fun, declared)
             if may_split:
                 body = call_tf_split.traced_raising_at_symbolic_call_tf(body)

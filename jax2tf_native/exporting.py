@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 import jax
 
 from jax2tf_native import _jax_internals, linalg_portable, tf_runner
+from jax2tf_native import shardings as shardings_lib
 from jax2tf_native.errors import ArgumentShapeError, PolymorphicShapeError, first_line
 from jax2tf_native.linalg import nonsymmetric_rules
 from tf_ops import tf_targets, versions
@@ -185,6 +186,9 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
                               max_calling_convention=(options.target_tf.max_calling_convention
                                                       if options.target_tf else None))
     except ValueError as e:
+        indivisible = shardings_lib.indivisible_dimension_error(e, specs)
+        if indivisible is not None:
+            raise indivisible from e
         if not str(e).startswith("Cannot solve for values of dimension variables"):
             raise
         given = "; ".join(f"{s.path}: {s.spec!r}" for s in specs if s.spec)

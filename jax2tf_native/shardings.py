@@ -13,11 +13,12 @@ and results, as JAX's own lowering of `jax.vjp` does:
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Callable, Sequence
 
 import jax
 
-from jax2tf_native import _jax_internals
+from jax2tf_native import _jax_internals, errors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,3 +106,27 @@ def exported_hlo_shardings(exported: jax.export.Exported) -> tuple[tuple, tuple]
 
     return (hlo(exported.in_shardings_jax(None), exported.in_avals),
             hlo(exported.out_shardings_jax(None), exported.out_avals))
+
+
+# JAX's IndivisibleError (private type, matched by its message): a sharding splits a dimension
+# whose symbolic size JAX cannot prove divisible by the number of shards, e.g. "b" over 8.
+_INDIVISIBLE = re.compile(r"implies that array axis (\d+) is partitioned (\d+) times, but the "
+                          r"dimension size is (.+?) \(full shape: \((.*?)\)")
+
+
+def indivisible_dimension_error(error: ValueError, specs) -> errors.PolymorphicShapeError | None:
+    """Our error for a sharded dimension whose polymorphic size may not divide by its shards,
+    naming the argument (when the shape is an input's), the dimension and the fix; None for
+    any other error."""
+    found = _INDIVISIBLE.search(str(error))
+    if found is None:
+        return None
+    axis, shards, size, shape = found.groups()
+    paths = [s.path for s in specs if ", ".join(map(str, s.shape)) == shape.rstrip(",")]
+    where = (f"{paths[0]} (shape ({shape}))" if len(paths) == 1
+             else f"an array of shape ({shape}) (an input or output of the function)")
+    return errors.PolymorphicShapeError(
+        f"{where}: dimension {axis} is sharded {shards} ways, but its polymorphic size {size} "
+        f"need not be a multiple of {shards}. Fix: write that dimension as a multiple of the "
+        f"shards in polymorphic_shapes, e.g. '{shards}*{size}' for '{size}' (every call's size "
+        f"must then divide by {shards}), or do not shard it.")
