@@ -69,3 +69,12 @@ def test_runner_fails_a_page_that_exits_before_its_last_block(tmp_path):
     result = doc_examples.run_page(page)
     assert not result.ok and result.started == 1
     assert "before the block at line 5 ran" in result.error_tail
+
+
+def test_getting_started_installs_with_the_readme_command():
+    """docs/getting_started.md shows the README's command 1 (which .ci/run runs) as its install
+    step; the two copies must stay the same command."""
+    def first_bash_block(page: str) -> str:
+        blocks = [b for b in doc_examples.extract_blocks(REPO_ROOT / page) if b.tag == "bash"]
+        return blocks[0].text.strip()
+    assert first_bash_block("docs/getting_started.md") == first_bash_block("README.md")
