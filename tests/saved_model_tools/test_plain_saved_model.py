@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import saved_model_tools
-from saved_model_tools import cli, manifest, tflite
+from saved_model_tools import cli, manifest
 from saved_model_tools.inspect import inspect_saved_model
 from tests.saved_model_tools.conftest import BLOCK_JAX, PROJECT_ROOT
 
@@ -157,21 +157,3 @@ def test_failed_plain_save_writes_nothing(tmp_path):
         saved_model_tools.save(directory, predict, {}, [np.ones((2, 3), np.float32)],
                                enable_xla=False, jit_compile=True)
     assert not directory.exists()
-
-
-def test_plain_argmax_and_top_k_convert_to_tflite_builtins(tmp_path):
-    """The XlaCallModule form of argmax fails TFLite's legalization (saved_model_tools.tflite:
-    'mhlo.reduce'); as plain TF ops it converts with builtins only and matches JAX."""
-    def classify(p, x):
-        logits = x @ p["w"]
-        return {"label": jnp.argmax(logits, axis=-1), "top2": jax.lax.top_k(logits, 2)[0]}
-
-    params = {"w": np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)}
-    saved_model_tools.save(tmp_path / "m", classify, params,
-                           [np.random.default_rng(1).random((4, 3), np.float32)],
-                           polymorphic_shapes=["(b, 3)"], enable_xla=False,
-                           with_gradient=False)
-    report = tflite.convert_to_tflite(tmp_path / "m", tmp_path / "m.tflite")
-    assert (report.status, report.ops_set) == ("passed", "TFLITE_BUILTINS"), report
-    assert "TOPK_V2" in report.tflite_ops
-    assert len(report.checks) >= 2 and all(c.passed for c in report.checks)
