@@ -152,6 +152,39 @@ def to_variables(params: Any, trainable: Any = None, *,
     return jax.tree_util.tree_unflatten(treedef, variables), variables
 
 
+def trackable_params(variables_tree: Any) -> Any:
+    """The params tree (`tf.Variable` leaves) as a `tf.Module` attribute can hold it: every
+    dict key a string, as in the Variables' names.
+
+    TF's checkpoints name a dict's children by key and refuse any other key than a string
+    ("a non-string key which maps to a trackable object"); Flax NNX's `nnx.List`,
+    `nnx.Sequential` and `nnx.data([...])` give int keys (`{"layers": {0: ..., 2: ...}}`),
+    so a SavedModel root or `tf.train.Checkpoint` holding the tree as it is fails to save.
+    Call the converted function with the tree itself: this one is for TF to track and for
+    users to find a Variable by path in the restored object (`params["layers"]["0"]`).
+
+    Raises:
+      ValueError: two keys of one dict read the same as strings (`{1: a, "1": b}`).
+
+    Example:
+        >>> tree = trackable_params({"layers": {0: {"w": tf.Variable(1.0)}}})
+        >>> list(tree["layers"])
+        ['0']
+    """
+    if isinstance(variables_tree, (tf.Variable, tf.Tensor, np.ndarray)):
+        return variables_tree
+    if isinstance(variables_tree, dict):
+        string_keys = {str(k): trackable_params(v) for k, v in variables_tree.items()}
+        if len(string_keys) != len(variables_tree):
+            raise ValueError(f"params has a dict whose keys read the same as strings "
+                             f"({sorted(map(repr, variables_tree))}), so TF cannot name its "
+                             f"Variables apart. Fix: give each entry a distinct key.")
+        return string_keys
+    if type(variables_tree) in (list, tuple):
+        return type(variables_tree)(trackable_params(v) for v in variables_tree)
+    return variables_tree
+
+
 def _shareable(value) -> bool:
     """Whether tf.Variable(value) takes `value`'s buffer as it is: a jax.Array on one CPU device.
 

@@ -257,7 +257,8 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
         params_tree, flat_variables = tf_variables.to_variables(params, trainable,
                                                                 on_variable=made)
         root = _ModelRoot()
-        root.params = params_tree
+        # For TF to track and users to browse; the signatures call JAX with params_tree.
+        root.params = tf_variables.trackable_params(params_tree)
         root.variables = list(flat_variables)
         root.trainable_variables = [v for v in flat_variables if v.trainable]
         root.non_trainable_variables = [v for v in flat_variables if not v.trainable]

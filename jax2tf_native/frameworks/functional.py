@@ -7,6 +7,7 @@ import importlib
 import sys
 from typing import Any, Callable, Sequence
 
+import jax
 import tensorflow as tf
 
 from jax2tf_native import converter, tf_variables
@@ -93,15 +94,20 @@ class ConvertedModel(tf.Module):
     """A framework model in TF: its parameters as `tf.Variable`s and a converted `__call__`.
 
     Attributes:
-      params: the params pytree with `tf.Variable` leaves.
+      params: the params pytree with `tf.Variable` leaves (dict keys as strings, as TF
+        checkpoints name them: `params["params"]["layers"]["0"]` for an `nnx.List`).
       variables, trainable_variables, non_trainable_variables: flat lists of Variables.
       framework: where the model came from.
     """
 
     def __init__(self, model: FunctionalModel, converted: Callable):
         super().__init__(name=None)
-        self.params, flat = tf_variables.to_variables(model.params, model.trainable)
+        params_tree, flat = tf_variables.to_variables(model.params, model.trainable)
+        self.params = tf_variables.trackable_params(params_tree)
         self._flat = flat
+        # The call rebuilds the tree with its own keys (an int-keyed nnx.List's): TF tracks
+        # self.params, whose dict keys it has made strings.
+        self._params_treedef = jax.tree.structure(params_tree)
         self._converted = converted
         self.framework = model.framework
 
@@ -118,7 +124,7 @@ class ConvertedModel(tf.Module):
         return [v for v in self._flat if not v.trainable]
 
     def __call__(self, *args):
-        return self._converted(self.params, *args)
+        return self._converted(jax.tree.unflatten(self._params_treedef, self._flat), *args)
 
 
 def convert_model(model: Any, *, polymorphic_shapes: Sequence | str | None = None,
