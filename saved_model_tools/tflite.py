@@ -41,7 +41,7 @@ import tensorflow as tf
 
 from saved_model_tools import inspect as inspect_lib
 from saved_model_tools import manifest as manifest_lib
-from saved_model_tools import reference_file
+from saved_model_tools import reference_file, verify_compare
 from saved_model_tools.inspect_stablehlo import native_stderr_captured
 
 from saved_model_tools.verify import (EXIT_FAILED, EXIT_NO_REFERENCES, EXIT_PASSED,
@@ -205,22 +205,9 @@ def _compare(signature, batch, name, got, want, expected, rtol, atol) -> OutputC
     if got.dtype != want.dtype:
         return _check(signature, batch, name, expected, False,
                       detail=f"dtype {got.dtype}, expected {want.dtype}")
-    got64, want64 = got.astype(np.float64), want.astype(np.float64)
-    # NaN where JAX has NaN and equal infinities match; without these, inf - inf and the
-    # tolerance of a NaN are NaN and fail every output holding one (a sort of NaN input).
-    same = (got64 == want64) | (np.isnan(got64) & np.isnan(want64))
-    with np.errstate(invalid="ignore"):
-        diff = np.where(same, 0.0, np.abs(got64 - want64))
-        passed = bool(np.all(same | (diff <= atol + rtol * np.abs(want64))))
-    detail = ""
-    if not passed:
-        worst = np.unravel_index(int(np.argmax(np.where(same, -1.0, np.nan_to_num(
-            diff, nan=np.inf)))), diff.shape)
-        detail = (f"worst at {tuple(int(i) for i in worst)}: got {got64[worst]:.6g}, "
-                  f"expected {want64[worst]:.6g}")
-    return _check(signature, batch, name, expected, passed,
-                  float(np.nanmax(diff)) if diff.size and not np.all(np.isnan(diff)) else 0.0,
-                  rtol, atol, detail=detail)
+    compared = verify_compare.compare_values(got, want, rtol, atol)
+    return _check(signature, batch, name, expected, compared.passed, compared.max_abs_error,
+                  rtol, atol, detail=compared.detail)
 
 
 def _tf_cases(directory: Path, signature: str, runner, batch_size: int | None) -> list:

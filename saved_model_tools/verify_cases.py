@@ -1,7 +1,8 @@
 """`verify`'s cases: which inputs each signature is called with, and how its outputs compare.
 
 Runs in the verify child process (no JAX): reference cases from the recorded .npz files,
-smoke cases (zeros) for models without them, and the element-wise comparison with tolerances.
+smoke cases (zeros) for models without them, and the per-output checks (shape, dtype, then
+`verify_compare`'s element-wise rule).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from saved_model_tools import manifest as manifest_lib
-from saved_model_tools import reference_file
+from saved_model_tools import reference_file, verify_compare
 from saved_model_tools.verify import SMOKE_BATCH_SIZES, OutputCheck
 
 
@@ -71,20 +72,10 @@ def compare(case: Case, path: str, got: dict, expected: dict | None, signature_d
             checks.append(OutputCheck(**check, passed=same,
                                       detail="" if same else "string values differ"))
             continue
-        got64 = value.astype(np.complex128 if value.dtype.kind == "c" else np.float64)
-        want64 = want.astype(got64.dtype)
-        both_nan = np.isnan(got64) & np.isnan(want64)
-        diff = np.where(both_nan, 0.0, np.abs(got64 - want64))
-        bound = case.atol + case.rtol * np.abs(want64)
-        passed = bool(np.all((diff <= bound) | both_nan))
-        max_err = float(np.nanmax(diff)) if diff.size else 0.0
-        detail = ""
-        if not passed:
-            worst = np.unravel_index(int(np.nanargmax(diff - bound)), diff.shape)
-            detail = (f"worst at {tuple(int(i) for i in worst)}: got {got64[worst]:.6g}, "
-                      f"expected {want64[worst]:.6g}")
-        checks.append(OutputCheck(**check, passed=passed, max_abs_error=max_err,
-                                  rtol=case.rtol, atol=case.atol, detail=detail))
+        compared = verify_compare.compare_values(value, want, case.rtol, case.atol)
+        checks.append(OutputCheck(**check, passed=compared.passed,
+                                  max_abs_error=compared.max_abs_error, rtol=case.rtol,
+                                  atol=case.atol, detail=compared.detail))
     return [dataclasses.asdict(c) for c in checks]
 
 
