@@ -146,7 +146,8 @@ def add_verify_command(subparsers) -> argparse.ArgumentParser:
         description="Loads the SavedModel in a child process where importing jax raises "
                     "ImportError, runs every signature through tf.saved_model.load and the TF1 "
                     "session path TF Serving uses, and compares with the recorded JAX outputs. "
-                    "Exit 0 passed, 1 mismatch, 2 unreadable model, 3 no references.")
+                    "Exit 0 passed, 1 mismatch, 2 unreadable model, 3 no references, 5 not "
+                    "runnable on this host (modules for other platforms or more devices).")
     parser.add_argument("dir", help="the SavedModel directory")
     parser.add_argument("--batch-sizes", type=_positive_int, nargs="+", default=None,
                         metavar="N", help="batch sizes to run (default: the recorded ones)")
