@@ -113,7 +113,8 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         that TF runs, from the table measured by tools/tf_version_matrix.py. What that TF
         cannot read fails at export with `TargetTfError` naming the op and the oldest TF that
         runs it. E.g. target_tf="2.19" for a TF Serving fleet on TF 2.19.
-      cache_size: how many exports a converted function keeps for eager calls (LRU).
+      cache_size: how many exports a converted function keeps for eager calls (LRU; default
+        64).
       native_serialization: accepted for jax2tf compatibility; any value other than True is
         ignored with a DeprecationWarning, as jax2tf does (serialization is always native).
       enable_xla: True (default): each module runs as one XlaCallModule op, run by TF's XLA.

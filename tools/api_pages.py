@@ -47,6 +47,7 @@ SUBMODULE_PAGES = {
     "jax2tf_native.lapack_rewrite": "jax2tf_native.lapack_rewrite",
     "jax2tf_native.linalg_portable": "jax2tf_native.linalg",
     "jax2tf_native.tf_variables.to_variables": "jax2tf_native.tf_variables.to_variables",
+    "jax2tf_native.errors.TargetTfError": "tf_ops.tf_targets.TargetTfError",
     "saved_model_tools.save_tfjs": "saved_model_tools.writer_tfjs.save_tfjs",
     "saved_model_tools.save_model_tfjs": "saved_model_tools.writer_tfjs.save_model_tfjs",
     "saved_model_tools.inspect.inspect_saved_model":

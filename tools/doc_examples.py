@@ -55,7 +55,8 @@ SHELL_TAGS = {"bash", "sh", "shell"}
 JS_TAGS = {"js", "javascript"}
 OUTPUT_TAGS = {"", "text", "console", "output", "none", "plain", "txt"}
 
-INSTALLS_REASON = "installs software: the README's command 1, run by .ci/run"
+INSTALLS_REASON = ("installs software (not run here; the README's command 1, which .ci/run "
+                   "runs, installs what the suite needs)")
 RUNS_TESTS_REASON = "runs the test suite: the README's command 2, run by .ci/run"
 # A shell command that installs software, at the start of a command (after &&, ;, |, sudo).
 _INSTALL_COMMAND = re.compile(
