@@ -9,11 +9,13 @@ and the test fails with what it printed until then.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -54,6 +56,57 @@ class Finished:
                 f"{self.stderr[-stderr_chars:]}")
 
 
+def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    child_env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    child_env["PYTHONUNBUFFERED"] = "1"
+    child_env.update(env or {})
+    return child_env
+
+
+class Running:
+    """A child started by `start_python`; `finish()` waits for it and returns how it ended."""
+
+    def __init__(self, args: Sequence[str], *, timeout: float, what: str,
+                 env: Mapping[str, str] | None = None):
+        self.what, self.timeout = what, timeout
+        self._proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, cwd=ROOT, env=_child_env(env))
+
+    def finish(self) -> Finished:
+        """Waits (reading its output) until the child ends, at most `timeout` seconds from now.
+
+        Raises:
+          AssertionError: the child did not end in time; it is killed, and the message holds
+            its output until then.
+        """
+        try:
+            stdout, stderr = self._proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            stdout, stderr = self._proc.communicate()
+            killed = Finished(-int(signal.SIGKILL), _text(stdout), _text(stderr))
+            raise AssertionError(f"{self.what} did not finish within {self.timeout:.0f} s and "
+                                 f"was killed; its output until then:\n"
+                                 f"{killed.output_tail()}") from None
+        except BaseException:  # KeyboardInterrupt: the child must not outlive the wait
+            self.kill()
+            raise
+        return Finished(self._proc.returncode, _text(stdout), _text(stderr))
+
+    def kill(self) -> None:
+        """Ends the child now if it still runs (a test session that stops early)."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+
+
+def start_python(args: Sequence[str], *, timeout: float, what: str,
+                 env: Mapping[str, str] | None = None) -> Running:
+    """Starts `python ARGS` in a child process; see `run_python` for the arguments."""
+    return Running(args, timeout=timeout, what=what, env=env)
+
+
 def run_python(args: Sequence[str], *, timeout: float, what: str,
                env: Mapping[str, str] | None = None) -> Finished:
     """Runs `python ARGS` in a child process and returns how it ended.
@@ -71,16 +124,88 @@ def run_python(args: Sequence[str], *, timeout: float, what: str,
         >>> run_python(["-c", "print(6 * 7)"], timeout=60, what="a product").stdout
         '42\\n'
     """
-    child_env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    child_env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    child_env["PYTHONUNBUFFERED"] = "1"
-    child_env.update(env or {})
-    try:
-        proc = subprocess.run([sys.executable, *args], capture_output=True, timeout=timeout,
-                              cwd=ROOT, env=child_env)
-    except subprocess.TimeoutExpired as e:
-        killed = Finished(-int(signal.SIGKILL), _text(e.stdout), _text(e.stderr))
-        raise AssertionError(f"{what} did not finish within {timeout:.0f} s and was killed; "
-                             f"its output until then:\n{killed.output_tail()}") from None
-    return Finished(proc.returncode, _text(proc.stdout), _text(proc.stderr))
+    return start_python(args, timeout=timeout, what=what, env=env).finish()
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A child for `ChildPool`: the arguments after the interpreter, as for `run_python`, its
+    time bound in seconds from its start, what failure messages call it, and its variables."""
+    args: Sequence[str]
+    timeout: float
+    what: str
+    env: Mapping[str, str] | None = None
+
+
+class ChildPool:
+    """Named children run at most `parallel` at a time, started in the order given, each
+    waited on by a thread of its own; `result(name)` waits for that one child only.
+
+    For independent, mostly single-threaded children (XLA compiles): on N cores, N of them at a
+    time take about 1/N of the time they take one after another, and each keeps its own
+    process, output and time bound.
+
+    Example:
+        >>> pool = ChildPool({"a": Job(["-c", "print(1)"], 60, "child a"),
+        ...                   "b": Job(["-c", "print(2)"], 60, "child b")}, parallel=2)
+        >>> pool.result("b").stdout, pool.result("a").stdout
+        ('2\\n', '1\\n')
+        >>> pool.close()
+    """
+
+    def __init__(self, jobs: Mapping[str, Job], *, parallel: int):
+        self._parallel = max(1, parallel)
+        self._cond = threading.Condition()
+        self._next = 0          # index in `jobs` of the next child to start
+        self._running = 0
+        self._closed = False
+        self._children: dict[str, Running] = {}
+        self._results = {name: concurrent.futures.Future() for name in jobs}
+        self._started = {name: threading.Event() for name in jobs}
+        for index, (name, job) in enumerate(jobs.items()):
+            threading.Thread(target=self._run, args=(index, name, job),
+                             name=f"ChildPool {name}", daemon=True).start()
+
+    def _run(self, index: int, name: str, job: Job) -> None:
+        future = self._results[name]
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or (
+                self._next == index and self._running < self._parallel))
+            self._next += 1
+            self._cond.notify_all()
+            if self._closed:
+                future.set_exception(AssertionError(f"{job.what} was not started: its pool was "
+                                                    f"closed first"))
+                return
+            self._running += 1
+        try:
+            child = start_python(job.args, timeout=job.timeout, what=job.what, env=job.env)
+            with self._cond:
+                self._children[name] = child
+                if self._closed:
+                    child.kill()
+            self._started[name].set()
+            future.set_result(child.finish())
+        except BaseException as e:  # the test that asks for this child re-raises it
+            future.set_exception(e)
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+    def started(self, name: str, timeout: float) -> bool:
+        """Waits at most `timeout` seconds for child `name` to start; whether it has."""
+        return self._started[name].wait(timeout)
+
+    def result(self, name: str) -> Finished:
+        """Waits for child `name` and returns how it ended (raises what `finish` raised)."""
+        return self._results[name].result()
+
+    def close(self) -> None:
+        """Kills the children still running; those not started yet never start."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            for child in self._children.values():
+                child.kill()
+

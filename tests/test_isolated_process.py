@@ -1,0 +1,78 @@
+"""tests/isolated_process.py's ChildPool, which runs the suite's long children (the linalg checks)
+side by side: each child keeps its own output and exit status, no more than `parallel` run at
+once, in the order given, a hung child is killed at its bound, and `close` leaves none running.
+
+The children are bare `python -c` programs (no imports), so this file takes a few seconds.
+"""
+import signal
+
+import pytest
+
+from tests.isolated_process import ChildPool, Job
+
+# Appends "<event> <name>" to the file argv[1] in one write (O_APPEND: lines never interleave).
+_LOG = "import os, sys; os.write(os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND), b'{} {}\\n')"
+# Blocks until killed: reads a pipe nobody writes to (no sleep, no timing).
+_HANG = "import os; r, w = os.pipe(); os.read(r, 1)"
+
+
+def _logging_child(name: str, log) -> Job:
+    code = (_LOG.format("start", name) + "; print('out ' + " + repr(name) + "); "
+            + _LOG.format("end", name) + "; sys.exit(" + str(len(name)) + ")")
+    return Job(["-c", code, str(log)], timeout=120, what=f"child {name}")
+
+
+def test_one_at_a_time_children_run_in_order_and_never_overlap(tmp_path):
+    log = tmp_path / "log"
+    log.touch()
+    names = ["a", "bb", "ccc", "dddd"]
+    pool = ChildPool({n: _logging_child(n, log) for n in names}, parallel=1)
+    try:
+        results = {n: pool.result(n) for n in reversed(names)}
+    finally:
+        pool.close()
+    assert log.read_text().split("\n")[:-1] == [f"{e} {n}" for n in names for e in ("start",
+                                                                                    "end")]
+    for n in names:
+        assert (results[n].returncode, results[n].stdout) == (len(n), f"out {n}\n")
+
+
+def test_two_at_a_time_children_all_finish_with_their_own_results(tmp_path):
+    log = tmp_path / "log"
+    log.touch()
+    names = ["a", "bb", "ccc", "dddd", "eeeee"]
+    pool = ChildPool({n: _logging_child(n, log) for n in names}, parallel=2)
+    try:
+        results = {n: pool.result(n) for n in names}
+    finally:
+        pool.close()
+    events = log.read_text().split("\n")[:-1]
+    running = 0
+    for event in events:   # never more than two children between their start and end lines
+        running += 1 if event.startswith("start") else -1
+        assert 0 <= running <= 2, events
+    assert sorted(e for e in events if e.startswith("start")) == [f"start {n}" for n in names]
+    assert {n: (r.returncode, r.stdout) for n, r in results.items()} == {
+        n: (len(n), f"out {n}\n") for n in names}
+
+
+def test_a_child_past_its_bound_is_killed_and_its_test_fails_with_what_it_printed():
+    pool = ChildPool({"hung": Job(["-c", "print('before the hang'); " + _HANG], timeout=0.5,
+                                  what="the hung child")}, parallel=1)
+    try:
+        with pytest.raises(AssertionError, match=r"(?s)the hung child did not finish within "
+                                                 r"0 s and was killed.*before the hang"):
+            pool.result("hung")
+    finally:
+        pool.close()
+
+
+def test_close_kills_the_running_child_and_starts_no_other():
+    pool = ChildPool({"hung": Job(["-c", _HANG], timeout=600, what="the hung child"),
+                      "next": Job(["-c", "print('never')"], timeout=600, what="the next child")},
+                     parallel=1)
+    assert pool.started("hung", timeout=60)
+    pool.close()
+    assert pool.result("hung").returncode == -signal.SIGKILL  # now, not after its 600 s
+    with pytest.raises(AssertionError, match="the next child was not started"):
+        pool.result("next")
