@@ -18,6 +18,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 import saved_model_tools
 from jax2tf_native import example_model
 from saved_model_tools import manifest, references
+from tests import isolated_process
 
 POLY = ["(b, 28, 28, 1)"]
 
@@ -264,13 +265,13 @@ def test_failure_leaves_previous_model_and_no_debris(tmp_path):
 
 
 # Phases 1-2 end before the temporary directory exists; 3-4 write it; 5 follows the commit.
-@pytest.mark.parametrize("phase", [3, 4, 5])
-def test_sigkill_at_each_phase_leaves_old_or_new_complete_model(tmp_path, phase):
-    """A writer killed right after printing phase `phase` leaves either the previous model or
-    the new complete one at the path, never a mix or nothing; the next save cleans up."""
-    path = tmp_path / "model"
-    _save(path, output_names=["old"])
-    script = textwrap.dedent(f"""
+_KILL_PHASES = [3, 4, 5]
+
+
+def _writer_killed_after(path, phase) -> list[str]:
+    """A child's arguments: save the CNN to `path` and SIGKILL itself right after printing
+    phase `phase` of the save."""
+    return ["-c", textwrap.dedent(f"""
         import os, signal, sys
         import saved_model_tools
         from jax2tf_native import example_model
@@ -282,8 +283,36 @@ def test_sigkill_at_each_phase_leaves_old_or_new_complete_model(tmp_path, phase)
                                [example_model.example_images(2)], polymorphic_shapes=["(b, 28, 28, 1)"],
                                input_names=["images"], output_names=["new"], overwrite=True,
                                progress=progress)
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    """)]
+
+
+@pytest.fixture(scope="module")
+def killed_writers(request, tmp_path_factory):
+    """phase -> (the model path, the writer killed after that phase): each path first holds a
+    complete "old" model, then the writers run side by side (each imports TF and JAX and saves:
+    one after another they cost ~18 s of the suite on 2 cores)."""
+    phases = [p for p in _KILL_PHASES if any(
+        item.path == request.path and getattr(item, "callspec", None)
+        and item.callspec.params.get("phase") == p for item in request.session.items)]
+    paths = {}
+    for phase in phases:
+        paths[phase] = tmp_path_factory.mktemp(f"killed_at_{phase}") / "model"
+        _save(paths[phase], output_names=["old"])
+    pool = isolated_process.ChildPool(
+        {phase: isolated_process.Job(_writer_killed_after(paths[phase], phase), timeout=600,
+                                     what=f"the writer killed after phase {phase}")
+         for phase in phases}, parallel=len(os.sched_getaffinity(0)))
+    yield {phase: (paths[phase], pool) for phase in phases}
+    pool.close()
+
+
+@pytest.mark.parametrize("phase", _KILL_PHASES)
+def test_sigkill_at_each_phase_leaves_old_or_new_complete_model(killed_writers, phase):
+    """A writer killed right after printing phase `phase` leaves either the previous model or
+    the new complete one at the path, never a mix or nothing; the next save cleans up."""
+    path, pool = killed_writers[phase]
+    tmp_path = path.parent
+    proc = pool.result(phase)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     loaded = tf.saved_model.load(str(path))
     outputs = list(loaded.signatures["serving_default"].structured_outputs)
