@@ -15,6 +15,7 @@ artifact; `python -m tools.backcompat generate --only NAME` writes a new one.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import jax
 import numpy as np
@@ -64,7 +65,16 @@ def _tf_blockers(artifact: storage.Artifact) -> list[str]:
 
 def _rewritten(artifact: storage.Artifact) -> lapack_rewrite.RewriteResult:
     """The artifact after the LAPACK rewrite, which must rewrite every LAPACK call it has (every
-    primitive behind one has a portable lowering, eig/schur/hessenberg/tridiagonal included)."""
+    primitive behind one has a portable lowering, eig/schur/hessenberg/tridiagonal included).
+
+    Cached by name: the eager and jit_compile runs of an artifact check the same rewrite (a
+    failed one raises, and is not cached, in both)."""
+    return _rewritten_by_name(artifact.name)
+
+
+@functools.cache
+def _rewritten_by_name(name: str) -> lapack_rewrite.RewriteResult:
+    artifact = _by_name(name)
     with _jax_config(artifact):
         result = lapack_rewrite.rewrite_exported(jax.export.deserialize(artifact.serialized))
     assert result.failures == (), (
