@@ -200,6 +200,10 @@ def measure(rounds: int, layers: int, width: int, writers) -> list[dict]:
             order = list(writers) if r % 2 == 0 else list(reversed(writers))
             for writer in order:
                 out = f"{workdir}/{writer.replace(' ', '_')}_{r}"
+                # The previous writer's 2 GiB may still be in the page cache as dirty pages:
+                # flushed here, its write-back does not slow the next writer's timed write (it
+                # did, by up to 1.3x for whichever writer came next, in the 2026-11-27 runs).
+                os.sync()
                 row = _run_child(["--child", writer, "--layers", str(layers), "--width",
                                   str(width), "--out", out])
                 row["round"] = r
@@ -225,7 +229,8 @@ def report(rows: list[dict], rounds: int, layers: int, width: int) -> str:
         "# Peak memory and time of writing 2 GiB of parameters (issue 30)", "",
         f"`{command}`: an MLP of {layers} dense layers "
         f"{width} wide (polymorphic batch), each writer in its own process, order alternating "
-        f"round by round; {rounds} rounds. Load average at the end {load[0]:.1f}, "
+        f"round by round, the page cache's dirty pages flushed (`sync`) before each; {rounds} "
+        f"rounds. Load average at the end {load[0]:.1f}, "
         f"{load[1]:.1f}, {load[2]:.1f} on {os.cpu_count()} CPUs (shared machine). Memory: peak "
         f"RSS during the write minus the RSS before it (the parameters already built), "
         f"median over rounds (max in brackets); x = multiple of the parameters' bytes. Time: "
