@@ -24,7 +24,7 @@ PAGES = ["README.md"] + sorted(
 def page_runs(request):
     """{page: Future of its PageResult} for the pages this session selected, all started."""
     selected = [item.callspec.params["page"] for item in request.session.items
-                if item.module is request.module and hasattr(item, "callspec")]
+                if getattr(item, "module", None) is request.module and hasattr(item, "callspec")]
     yield doc_examples.run_pages([REPO_ROOT / p for p in selected], jobs=2)
     doc_examples.stop_all()  # nothing left when every test waited; an interrupted run ends them
 
