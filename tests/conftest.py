@@ -1,11 +1,72 @@
 """Shared test setup: quiet TF's C++ logs, and helpers comparing TF results with JAX."""
+import dataclasses
 import os
+import pathlib
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+from tests import isolated_process  # noqa: E402
+
+_BACKGROUND = pytest.StashKey[tuple]()  # (the ChildPool, its TemporaryDirectory)
+# Background children only take the CPU time the suite leaves: this process's tests keep
+# their speed, and the children get the cores while a test waits for them.
+_BACKGROUND_NICE = 10
+
+
+def pytest_collection_finish(session):
+    """Starts the children that selected tests only wait for, declared by their modules'
+    `background_jobs(items, directory) -> {name: isolated_process.Job}` (the linear-algebra
+    checks, the 2-device checks, the library callers), so that they run beside the rest of the
+    suite, at low CPU priority, as many at a time as there are cores, instead of one after
+    another while the suite waits for each. `directory` is the module's own (for files its
+    children write), removed when the session ends."""
+    if session.config.option.collectonly:
+        return
+    by_module: dict = {}
+    for item in session.items:
+        module = getattr(item, "module", None)
+        if module is not None and hasattr(module, "background_jobs"):
+            by_module.setdefault(module, []).append(item)
+    work = tempfile.TemporaryDirectory(prefix="pytest_background_", ignore_cleanup_errors=True)
+    jobs = {}
+    for module, items in by_module.items():
+        directory = _module_directory(work.name, module)
+        directory.mkdir()
+        for name, job in module.background_jobs(items, directory).items():
+            jobs[name] = dataclasses.replace(job, nice=_BACKGROUND_NICE)
+    session.config.stash[_BACKGROUND] = (
+        isolated_process.ChildPool(jobs, parallel=len(os.sched_getaffinity(0))), work)
+
+
+def _module_directory(root: str, module) -> pathlib.Path:
+    return pathlib.Path(root) / module.__name__
+
+
+def pytest_sessionfinish(session):
+    """Kills the background children still running (a run ended early by -x, a failure or
+    Ctrl-C; those not started yet never start), then removes their files."""
+    pool, work = session.config.stash.get(_BACKGROUND, (None, None))
+    if pool is not None:
+        pool.close()
+        work.cleanup()
+
+
+@pytest.fixture(scope="session")
+def background(request) -> isolated_process.ChildPool:
+    """The background children (see `pytest_collection_finish`): `background.result(name)`
+    waits for one and returns how it ended."""
+    return request.config.stash[_BACKGROUND][0]
+
+
+@pytest.fixture(scope="module")
+def background_directory(request) -> pathlib.Path:
+    """The directory this module's `background_jobs` was given."""
+    return _module_directory(request.config.stash[_BACKGROUND][1].name, request.module)
 
 
 def assert_tree_allclose(tf_tree, jax_tree, rtol=1e-6, atol=1e-6):

@@ -10,6 +10,7 @@ and the test fails with what it printed until then.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import os
 import signal
@@ -69,10 +70,12 @@ class Running:
     """A child started by `start_python`; `finish()` waits for it and returns how it ended."""
 
     def __init__(self, args: Sequence[str], *, timeout: float, what: str,
-                 env: Mapping[str, str] | None = None):
+                 env: Mapping[str, str] | None = None, nice: int = 0):
         self.what, self.timeout = what, timeout
-        self._proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, cwd=ROOT, env=_child_env(env))
+        # `nice` execs the interpreter: the exit status and signals are the child's own.
+        command = (["nice", "-n", str(nice)] if nice else []) + [sys.executable, *args]
+        self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      cwd=ROOT, env=_child_env(env))
 
     def finish(self) -> Finished:
         """Waits (reading its output) until the child ends, at most `timeout` seconds from now.
@@ -95,6 +98,20 @@ class Running:
             raise
         return Finished(self._proc.returncode, _text(stdout), _text(stderr))
 
+    def renice(self, nice: int) -> None:
+        """Sets the CPU priority of every thread of the child to `nice` below this process's,
+        where the system allows it (Linux; raising a priority needs root), else leaves it."""
+        if self._proc.returncode is not None:   # ended and reaped: its pid may be reused
+            return
+        priority = os.getpriority(os.PRIO_PROCESS, 0) + nice
+        try:
+            threads = os.listdir(f"/proc/{self._proc.pid}/task")
+        except OSError:   # not Linux, or the child has ended
+            return
+        for thread in threads:
+            with contextlib.suppress(OSError):   # ended, or not allowed
+                os.setpriority(os.PRIO_PROCESS, int(thread), priority)
+
     def kill(self) -> None:
         """Ends the child now if it still runs (a test session that stops early)."""
         if self._proc.poll() is None:
@@ -102,9 +119,9 @@ class Running:
 
 
 def start_python(args: Sequence[str], *, timeout: float, what: str,
-                 env: Mapping[str, str] | None = None) -> Running:
-    """Starts `python ARGS` in a child process; see `run_python` for the arguments."""
-    return Running(args, timeout=timeout, what=what, env=env)
+                 env: Mapping[str, str] | None = None, nice: int = 0) -> Running:
+    """Starts `python ARGS` in a child process; see `run_python` and `Job` for the arguments."""
+    return Running(args, timeout=timeout, what=what, env=env, nice=nice)
 
 
 def run_python(args: Sequence[str], *, timeout: float, what: str,
@@ -130,11 +147,14 @@ def run_python(args: Sequence[str], *, timeout: float, what: str,
 @dataclasses.dataclass(frozen=True)
 class Job:
     """A child for `ChildPool`: the arguments after the interpreter, as for `run_python`, its
-    time bound in seconds from its start, what failure messages call it, and its variables."""
+    time bound in seconds from its start, what failure messages call it, its variables, and
+    how much lower than this process its CPU priority is (`nice`: e.g. 10 for a child that
+    should use only the CPU time this process leaves)."""
     args: Sequence[str]
     timeout: float
     what: str
     env: Mapping[str, str] | None = None
+    nice: int = 0
 
 
 class ChildPool:
@@ -159,6 +179,8 @@ class ChildPool:
         self._next = 0          # index in `jobs` of the next child to start
         self._running = 0
         self._closed = False
+        self._jobs = dict(jobs)
+        self._waiting = 0       # tests waiting in result(): children then get full priority
         self._children: dict[str, Running] = {}
         self._results = {name: concurrent.futures.Future() for name in jobs}
         self._started = {name: threading.Event() for name in jobs}
@@ -179,7 +201,8 @@ class ChildPool:
                 return
             self._running += 1
         try:
-            child = start_python(job.args, timeout=job.timeout, what=job.what, env=job.env)
+            child = start_python(job.args, timeout=job.timeout, what=job.what, env=job.env,
+                                 nice=0 if self._waiting else job.nice)
             with self._cond:
                 self._children[name] = child
                 if self._closed:
@@ -191,6 +214,7 @@ class ChildPool:
         finally:
             with self._cond:
                 self._running -= 1
+                self._children.pop(name, None)
                 self._cond.notify_all()
 
     def started(self, name: str, timeout: float) -> bool:
@@ -198,8 +222,29 @@ class ChildPool:
         return self._started[name].wait(timeout)
 
     def result(self, name: str) -> Finished:
-        """Waits for child `name` and returns how it ended (raises what `finish` raised)."""
-        return self._results[name].result()
+        """Waits for child `name` and returns how it ended (raises what `finish` raised).
+
+        While a test waits here this process leaves the CPU to the children: those running
+        get its priority (see `Job.nice`) until the wait ends."""
+        if name not in self._results:
+            raise AssertionError(f"no child {name!r} in this pool; it has "
+                                 f"{sorted(self._results)}")
+        future = self._results[name]
+        if future.done():
+            return future.result()
+        self._set_waiting(+1)
+        try:
+            return future.result()
+        finally:
+            self._set_waiting(-1)
+
+    def _set_waiting(self, change: int) -> None:
+        """Counts a test starting (+1) or ending (-1) a wait; renices the running children to
+        this process's priority while one waits, else back to their jobs' own."""
+        with self._cond:
+            self._waiting += change
+            for name, child in self._children.items():
+                child.renice(0 if self._waiting else self._jobs[name].nice)
 
     def close(self) -> None:
         """Kills the children still running; those not started yet never start."""

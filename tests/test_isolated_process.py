@@ -4,6 +4,7 @@ once, in the order given, a hung child is killed at its bound, and `close` leave
 
 The children are bare `python -c` programs (no imports), so this file takes a few seconds.
 """
+import os
 import signal
 
 import pytest
@@ -76,3 +77,15 @@ def test_close_kills_the_running_child_and_starts_no_other():
     assert pool.result("hung").returncode == -signal.SIGKILL  # now, not after its 600 s
     with pytest.raises(AssertionError, match="the next child was not started"):
         pool.result("next")
+
+
+def test_a_low_priority_child_runs_niced_and_keeps_its_own_exit_status():
+    parent = os.getpriority(os.PRIO_PROCESS, 0)
+    code = "import os, sys; print(os.getpriority(os.PRIO_PROCESS, 0)); sys.exit(3)"
+    pool = ChildPool({"niced": Job(["-c", code], timeout=120, what="the niced child", nice=5)},
+                     parallel=1)
+    try:
+        run = pool.result("niced")
+    finally:
+        pool.close()
+    assert (run.returncode, run.stdout) == (3, f"{min(parent + 5, 19)}\n"), run

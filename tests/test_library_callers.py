@@ -2,53 +2,46 @@
 place (issue 29): Keras 3's SavedModel export on the JAX backend (`model.export`,
 `ExportArchive`), its `JaxLayer`/`FlaxLayer` on the TF backend, and orbax-export's
 `JaxModule`/`ExportManager`. Each runs once with the peer's `convert` and once with ours, in
-one subprocess per Keras backend (Keras picks its backend at import); both subprocesses run at
-once. A small matrix: polymorphic batch, several dynamic dimensions (45 inputs of
-(None, None, 3) among them), a cpu+tpu module, gradients, several signatures. Results must
-equal JAX's own and the peer's; deliberate differences are listed in docs/compat.md.
+one subprocess per Keras backend (Keras picks its backend at import), both background children
+(tests/conftest.py) that run beside the rest of the suite. A small matrix: polymorphic batch,
+several dynamic dimensions (45 inputs of (None, None, 3) among them), a cpu+tpu module,
+gradients, several signatures. Results must equal JAX's own and the peer's; deliberate
+differences are listed in docs/compat.md.
 
 tensorflowjs's `convert_jax` needs `enable_xla=False` (issue 27) and is not covered here.
 """
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.isolated_process import ROOT
+from tests import isolated_process
 
 _SCRIPTS = {"jax": "tests.library_callers.keras_jax_export",
             "tensorflow": "tests.library_callers.keras_tf_layers"}
-_TIMEOUT_S = 900
+_TIMEOUT_S = 3600   # from the child's start at the end of collection: a bound for a hang
 # Where our result differs from the peer's on purpose (docs/compat.md, "Libraries that call
 # convert"): case -> the peer's result.
 _DELIBERATE = {"JaxLayer traced at static shapes: output shape": [None, 2]}
 
 
-@pytest.fixture(scope="module")
-def results() -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    children = {backend: subprocess.Popen(
-        [sys.executable, "-m", script], cwd=ROOT, env={**env, "KERAS_BACKEND": backend},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def background_jobs(items, directory) -> dict[str, isolated_process.Job]:
+    """One child per Keras backend, which tests/conftest.py starts when collection ends."""
+    return {f"library callers {backend}": isolated_process.Job(
+        ["-m", script], timeout=_TIMEOUT_S, what=script, env={"KERAS_BACKEND": backend})
         for backend, script in _SCRIPTS.items()}
+
+
+@pytest.fixture(scope="module")
+def results(background) -> dict:
     found = {}
-    for backend, child in children.items():
-        try:
-            stdout, stderr = child.communicate(timeout=_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            for other in children.values():
-                other.kill()
-            raise AssertionError(f"{_SCRIPTS[backend]} did not finish in {_TIMEOUT_S} s")
-        lines = [l for l in stdout.splitlines() if l.startswith("RESULTS ")]
-        assert child.returncode == 0 and lines, (
-            f"{_SCRIPTS[backend]} exited {child.returncode}:\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    for backend, script in _SCRIPTS.items():
+        run = background.result(f"library callers {backend}")
+        lines = [l for l in run.stdout.splitlines() if l.startswith("RESULTS ")]
+        assert run.returncode == 0 and lines, (
+            f"{script} exited {run.returncode}{run.signal_name}:\n{run.output_tail(3000)}")
         found[backend] = json.loads(lines[-1][len("RESULTS "):])
     return found
 

@@ -15,17 +15,23 @@ from tests import isolated_process
 _CHECKS = Path(__file__).parent / "multi_device" / "sharded_checks.py"
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sharded")
-    run = isolated_process.run_python(
-        [str(_CHECKS), str(out / "results.json"), str(out)], timeout=600,
+def background_jobs(items, directory) -> dict[str, isolated_process.Job]:
+    """The one child all tests here read, which tests/conftest.py starts when collection ends;
+    it writes results.json and its SavedModels into `directory`."""
+    return {"sharded": isolated_process.Job(
+        [str(_CHECKS), str(directory / "results.json"), str(directory)], timeout=3600,
         what="tests/multi_device/sharded_checks.py",
-        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
-    assert run.returncode == 0 and (out / "results.json").is_file(), (
+        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})}
+
+
+@pytest.fixture(scope="module")
+def results(background, background_directory):
+    run = background.result("sharded")
+    out = background_directory / "results.json"
+    assert run.returncode == 0 and out.is_file(), (
         f"sharded_checks.py failed (exit {run.returncode}{run.signal_name}):\n"
         f"{run.output_tail()}")
-    return json.loads((out / "results.json").read_text())
+    return json.loads(out.read_text())
 
 
 _BOTH = ["check_jit_in_out_shardings", "check_constraints_and_nested_jits",
