@@ -6,7 +6,7 @@ import re
 
 import tensorflow as tf
 
-from tf_ops.plain import linalg_ops, windows
+from tf_ops.plain import linalg_ops, symbolic as sym, windows
 from tf_ops.plain.program import Op
 
 SHAPE_ASSERTION = "shape_assertion"
@@ -66,22 +66,28 @@ def if_(ctx, op: Op, pred):
 
 def custom_call(ctx, op: Op, *args):
     target = op.attr("call_target_name")
+    if target == SHAPE_ASSERTION:
+        return _shape_assertion(op, *args)
+    args = [sym.materialize(a) for a in args]
     if target in _LOWERED_TARGETS:
         return _LOWERED_TARGETS[target][0](ctx, op, *args)
     if target in _IDENTITY_TARGETS:
         return [tf.identity(a) for a in args]
-    # shape_assertion(ok, dim values...): JAX's check of the dimension variables.
-    message = op.attr("error_message", "shape assertion failed")
-    ok, values = args[0], args[1:]
-    if values:
-        ordered = [int(i) for i in re.findall(r"\{(\d+)\}", message)]
-        template = re.sub(r"\{\d+\}", "{}", message.replace("{{", "(").replace("}}", ")"))
-        text = tf.strings.format(template, [values[i] for i in ordered]) if ordered \
-            else tf.constant(template)
-    else:
-        text = tf.constant(message)
-    # A stateful op: tf.function's automatic control dependencies run it with the call.
-    tf.debugging.Assert(tf.reshape(ok, []), [text], name="jax_shape_assertion")
+    raise AssertionError("refused by check_custom_call")
+
+
+def _shape_assertion(op: Op, ok, *values):
+    """JAX's check of the dimension variables (`b >= 1`, `d` divisible by 2, ...), at trace
+    time where the sizes are known then. No op is built for sizes known only at run time: the
+    graph's consumers (TF.js's converters, Core ML) refuse `Assert`/`StringFormat`, so plain
+    graphs are checked where they are called (the converted function checks every call's
+    shapes against its polymorphic shapes) and not inside."""
+    if isinstance(ok, sym.DimSize) and ok.is_static and not ok.value:
+        message = op.attr("error_message", "shape assertion failed")
+        sizes = [v.value if isinstance(v, sym.DimSize) else "?" for v in values]
+        text = re.sub(r"\{(\d+)\}", lambda m: str(sizes[int(m.group(1))]),
+                      message.replace("{{", "(").replace("}}", ")"))
+        raise ValueError(text)
     return []
 
 

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from tf_ops.plain import op_table
+from tf_ops.plain import dim_arithmetic, op_table, symbolic
 from tf_ops.plain.errors import PlainLoweringError, unsupported
 from tf_ops.plain.program import Op, Program, Region
 
@@ -47,7 +47,8 @@ def check_program(program: Program) -> None:
 
 def run_program(program: Program, args: Sequence[tf.Tensor]) -> list[tf.Tensor]:
     """Builds (in a graph) or runs (eagerly) `program`'s main on `args` as plain TF ops."""
-    return Context(program).call(program.main, list(args))
+    outputs = Context(program).call(program.main, list(args))
+    return [symbolic.materialize(v) for v in outputs]
 
 
 class Context:
@@ -56,6 +57,7 @@ class Context:
 
     def __init__(self, program: Program):
         self.program = program
+        self.shapes = symbolic.ShapeCache()
         # Values visible to the region being built: a case branch or loop body may use values
         # defined around it (StableHLO regions capture them), so scopes chain outwards.
         self._scope = collections.ChainMap()
@@ -64,12 +66,13 @@ class Context:
         function = self.program.functions[name]
         outer, self._scope = self._scope, collections.ChainMap()  # functions capture nothing
         try:
-            return self.region(function.body, args)
+            return self.region(function.body, args, tensors=False)
         finally:
             self._scope = outer
 
-    def region(self, region: Region, args: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-        """Runs a block on `args`; returns the values its terminator returns."""
+    def region(self, region: Region, args: Sequence, tensors: bool = True) -> list:
+        """Runs a block on `args`; returns the values its terminator returns (as tensors, or
+        with `tensors=False` as they are, symbolic ones included)."""
         if len(args) != len(region.args):
             raise PlainLoweringError(f"a block takes {len(region.args)} values, got {len(args)}")
         env = self._scope.new_child(dict(zip(region.args, args)))
@@ -77,14 +80,25 @@ class Context:
         try:
             for op in region.ops:
                 inputs = [env[v] for v in op.operands]
-                outputs = self.emit(op, inputs)
+                outputs = self.emit(op, inputs, tensors=False)
                 env.maps[0].update(zip(op.results, outputs))
-            return [env[v] for v in region.returns]
+            returns = [env[v] for v in region.returns]
+            return [symbolic.materialize(v) for v in returns] if tensors else returns
         finally:
             self._scope = outer
 
-    def emit(self, op: Op, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
+    def emit(self, op: Op, inputs: list, tensors: bool = True) -> list:
+        """Lowers one op; `inputs` may hold symbolic values (symbolic.py), and so may the
+        results with `tensors=False`."""
         entry = op_table.OP_TABLE[op.name]
+        if entry.operands != op_table.SYMBOLIC:
+            folded = dim_arithmetic.fold(op, inputs)
+            if folded is not None:
+                return [symbolic.materialize(v) for v in folded] if tensors else folded
+            if entry.operands == op_table.BROADCASTING:
+                inputs = symbolic.broadcastable(inputs)
+            else:
+                inputs = [symbolic.materialize(v) for v in inputs]
         outputs = entry.emit(self, op, *inputs)
         if isinstance(outputs, (tf.Tensor, tf.Variable)) or not isinstance(outputs,
                                                                           (list, tuple)):
@@ -95,26 +109,22 @@ class Context:
                                      f"{len(op.results)}")
         if not tf.executing_eagerly():
             for output, result_type in zip(outputs, op.result_types):
+                if symbolic.is_symbolic(output):
+                    continue
                 if result_type.dtype is not None and output.shape.rank is None:
                     output.set_shape([None] * result_type.rank)
                 if result_type.dtype is not None and not result_type.is_static:
                     continue
                 if result_type.dtype is not None:
                     output.set_shape(result_type.shape)
-        return outputs
+        return [symbolic.materialize(v) for v in outputs] if tensors else outputs
 
     def value(self, value_id: int) -> tf.Tensor:
         """A value visible where the current op runs, e.g. one a comparator captures from
         around it (lowerings that evaluate a region's ops themselves read captures here)."""
-        return self._scope[value_id]
+        return symbolic.materialize(self._scope[value_id])
 
-    @staticmethod
-    def dims(x: tf.Tensor) -> list:
-        """The sizes of `x`'s dimensions: Python ints where static, int32 scalars otherwise."""
-        static = x.shape.as_list() if x.shape.rank is not None else None
-        if static is not None and all(d is not None for d in static):
-            return static
-        dynamic = tf.shape(x, out_type=tf.int32)
-        if static is None:
-            return [dynamic[i] for i in range(int(tf.size(dynamic)))]
-        return [d if d is not None else dynamic[i] for i, d in enumerate(static)]
+    def dims(self, x: tf.Tensor) -> list:
+        """The sizes of `x`'s dimensions: Python ints where static, int32 scalars otherwise
+        (one `tf.shape` per tensor)."""
+        return self.shapes.tensors(x)

@@ -10,16 +10,25 @@ import dataclasses
 from typing import Callable
 
 from tf_ops.plain import (contractions, control_flow, elementwise as ew, fft, indexing, linalg_ops,
-                          random_bits, reductions, shapes, sorting, special_functions as special,
-                          windows)
+                          raised_ops as raised, random_bits, reductions, shapes, sorting,
+                          special_functions as special, windows)
+
+
+# What a lowering's `emit` receives as inputs (see symbolic.py):
+TENSORS = "tensors"            # tensors: symbolic values are materialized first
+BROADCASTING = "broadcasting"  # elementwise ops whose TF ops broadcast: scalars and aligned
+                               # sources in place of broadcasts (symbolic.broadcastable)
+SYMBOLIC = "symbolic"          # the values as they are (symbolic ones included)
 
 
 @dataclasses.dataclass(frozen=True)
 class Lowering:
     """`emit(ctx, op, *inputs)` returns the result tensor(s); `check(op)` returns why the op
-    cannot be lowered exactly (refused at conversion), or None."""
+    cannot be lowered exactly (refused at conversion), or None; `operands` says what `emit`
+    gets (TENSORS, BROADCASTING or SYMBOLIC)."""
     emit: Callable
     check: Callable | None = None
+    operands: str = TENSORS
 
 
 # Ops whose operands or results may be tokens or other non-tensor types.
@@ -27,18 +36,18 @@ TOKEN_OPS = frozenset({"stablehlo.custom_call", "stablehlo.optimization_barrier"
 
 OP_TABLE: dict[str, Lowering] = {
     # elementwise (elementwise.py)
-    "stablehlo.add": Lowering(ew.add),
-    "stablehlo.subtract": Lowering(ew.subtract),
-    "stablehlo.multiply": Lowering(ew.multiply),
-    "stablehlo.divide": Lowering(ew.divide),
+    "stablehlo.add": Lowering(ew.add, None, BROADCASTING),
+    "stablehlo.subtract": Lowering(ew.subtract, None, BROADCASTING),
+    "stablehlo.multiply": Lowering(ew.multiply, None, BROADCASTING),
+    "stablehlo.divide": Lowering(ew.divide, None, BROADCASTING),
     "stablehlo.remainder": Lowering(ew.remainder, ew.check_real),
-    "stablehlo.maximum": Lowering(ew.maximum, ew.check_minmax),
-    "stablehlo.minimum": Lowering(ew.minimum, ew.check_minmax),
-    "stablehlo.power": Lowering(ew.power),
+    "stablehlo.maximum": Lowering(ew.maximum, ew.check_minmax, BROADCASTING),
+    "stablehlo.minimum": Lowering(ew.minimum, ew.check_minmax, BROADCASTING),
+    "stablehlo.power": Lowering(ew.power, None, BROADCASTING),
     "stablehlo.atan2": Lowering(ew.atan2, ew.check_real),
-    "stablehlo.and": Lowering(ew.bitwise_and),
-    "stablehlo.or": Lowering(ew.bitwise_or),
-    "stablehlo.xor": Lowering(ew.bitwise_xor),
+    "stablehlo.and": Lowering(ew.bitwise_and, None, BROADCASTING),
+    "stablehlo.or": Lowering(ew.bitwise_or, None, BROADCASTING),
+    "stablehlo.xor": Lowering(ew.bitwise_xor, None, BROADCASTING),
     "stablehlo.not": Lowering(ew.bitwise_not),
     "stablehlo.shift_left": Lowering(ew.shift_left),
     "stablehlo.shift_right_logical": Lowering(ew.shift_right_logical),
@@ -68,8 +77,8 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.real": Lowering(ew.real),
     "stablehlo.imag": Lowering(ew.imag),
     "stablehlo.complex": Lowering(ew.complex_),
-    "stablehlo.compare": Lowering(ew.compare, ew.check_compare),
-    "stablehlo.select": Lowering(ew.select),
+    "stablehlo.compare": Lowering(ew.compare, ew.check_compare, BROADCASTING),
+    "stablehlo.select": Lowering(ew.select, None, BROADCASTING),
     "stablehlo.clamp": Lowering(ew.clamp, ew.check_minmax),
     "stablehlo.convert": Lowering(ew.convert),
     "stablehlo.bitcast_convert": Lowering(ew.bitcast_convert, ew.check_bitcast),
@@ -77,19 +86,19 @@ OP_TABLE: dict[str, Lowering] = {
     # special functions (special_functions.py)
     "stablehlo.composite": Lowering(special.composite, special.check_composite),
     # shapes (shapes.py)
-    "stablehlo.constant": Lowering(shapes.constant),
+    "stablehlo.constant": Lowering(shapes.constant, operands=SYMBOLIC),
     "stablehlo.iota": Lowering(shapes.iota),
     "stablehlo.dynamic_iota": Lowering(shapes.dynamic_iota),
-    "stablehlo.broadcast_in_dim": Lowering(shapes.broadcast_in_dim),
-    "stablehlo.dynamic_broadcast_in_dim": Lowering(shapes.dynamic_broadcast_in_dim),
-    "stablehlo.reshape": Lowering(shapes.reshape),
-    "stablehlo.dynamic_reshape": Lowering(shapes.dynamic_reshape),
+    "stablehlo.broadcast_in_dim": Lowering(shapes.broadcast_in_dim, operands=SYMBOLIC),
+    "stablehlo.dynamic_broadcast_in_dim": Lowering(shapes.dynamic_broadcast_in_dim, operands=SYMBOLIC),
+    "stablehlo.reshape": Lowering(shapes.reshape, operands=SYMBOLIC),
+    "stablehlo.dynamic_reshape": Lowering(shapes.dynamic_reshape, operands=SYMBOLIC),
     "stablehlo.transpose": Lowering(shapes.transpose),
     "stablehlo.slice": Lowering(shapes.slice_),
     "stablehlo.real_dynamic_slice": Lowering(shapes.real_dynamic_slice),
     "stablehlo.concatenate": Lowering(shapes.concatenate),
     "stablehlo.reverse": Lowering(shapes.reverse),
-    "stablehlo.get_dimension_size": Lowering(shapes.get_dimension_size),
+    "stablehlo.get_dimension_size": Lowering(shapes.get_dimension_size, operands=SYMBOLIC),
     "stablehlo.pad": Lowering(shapes.pad),
     "stablehlo.dynamic_pad": Lowering(shapes.dynamic_pad),
     "stablehlo.optimization_barrier": Lowering(shapes.optimization_barrier),
@@ -124,9 +133,18 @@ OP_TABLE: dict[str, Lowering] = {
                                            linalg_ops.check_triangular_solve),
     "stablehlo.cholesky": Lowering(linalg_ops.cholesky, linalg_ops.check_cholesky),
     # control flow and calls (control_flow.py)
-    "func.call": Lowering(control_flow.call),
+    "func.call": Lowering(control_flow.call, operands=SYMBOLIC),
     "stablehlo.while": Lowering(control_flow.while_, control_flow.check_while),
     "stablehlo.case": Lowering(control_flow.case),
     "stablehlo.if": Lowering(control_flow.if_),
-    "stablehlo.custom_call": Lowering(control_flow.custom_call, control_flow.check_custom_call),
+    "stablehlo.custom_call": Lowering(control_flow.custom_call, control_flow.check_custom_call,
+                                      operands=SYMBOLIC),
+    # raised: JAX's decompositions of one TF op, put back by tf_ops/plain/rewrite
+    "raised.unary": Lowering(raised.unary),
+    "raised.relu": Lowering(raised.relu),
+    "raised.relu6": Lowering(raised.relu6),
+    "raised.sigmoid": Lowering(raised.sigmoid),
+    "raised.softmax": Lowering(raised.softmax),
+    "raised.log_softmax": Lowering(raised.log_softmax),
+    "raised.mean": Lowering(raised.mean),
 }

@@ -90,6 +90,8 @@ class Op:
       attrs: the op's attributes decoded to Python values (see `_decode_attribute`).
       regions: nested blocks (reduce bodies, while cond/body, case branches, sort comparators).
       source: the user's "file.py:line" (or JAX's op path) for messages; "" if unknown.
+      location: the op's whole MLIR location: the ops one JAX primitive was lowered to share
+        it (its name ends with the primitive's, "jit(f)/erfc"), which `rewrite` reads.
     """
     name: str
     operands: tuple[int, ...]
@@ -99,6 +101,7 @@ class Op:
     attrs: dict
     regions: tuple[Region, ...]
     source: str
+    location: str = ""
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
@@ -195,10 +198,11 @@ class _Reader:
                 text = str(op)
                 attrs[name] = _dense_from_text(text[text.index("dense<"):], result.shape,
                                                result.dtype)
+        location = str(op.location)
         return Op(name=op.name, operands=operands, results=results,
                   operand_types=tuple(_tensor_type(v.type) for v in op.operands),
                   result_types=tuple(_tensor_type(r.type) for r in op.results),
-                  attrs=attrs, regions=regions, source=source_of(str(op.location)))
+                  attrs=attrs, regions=regions, source=source_of(location), location=location)
 
 
 def source_of(location: str) -> str:

@@ -137,13 +137,49 @@ def reduce(ctx, op: Op, *inputs):
         results = []
         for name, x, init in zip(monoids, operands, inits):
             reduced = monoid_reduce(name, x, dims)
-            combined = _COMBINE[name](ctx, op, _broadcast_like(init, reduced), reduced)
-            results.append(_init_if_empty(x, dims, init, combined))
+            if not _is_identity(name, init):
+                reduced = _COMBINE[name](ctx, op, _broadcast_like(init, reduced), reduced)
+            results.append(_init_if_empty(x, dims, init, reduced))
         return results
     direction = arg_reduce_direction(body)
     if direction is None:
         raise AssertionError("refused by check_reduce")
     return _arg_reduce(direction, operands, inits, dims)
+
+
+def _is_identity(name: str, init: tf.Tensor) -> bool:
+    """Whether `body(init, r)` is `r` for every reduction result `r`: a sum from +0.0 (TF's
+    and XLA's CPU sums both give -0.0 for one element -0.0 and +0.0 for more, so adding the
+    init would change only what already agrees), a product from 1, a max from -inf or the
+    type's lowest integer, ..."""
+    value = tf.get_static_value(init)
+    if value is None:
+        return False
+    value = np.asarray(value)
+    dtype = value.dtype
+    if dtype == np.bool_:
+        identities = {"stablehlo.add": False, "stablehlo.or": False, "stablehlo.xor": False,
+                      "stablehlo.maximum": False, "stablehlo.multiply": True,
+                      "stablehlo.and": True, "stablehlo.minimum": True}
+        return name in identities and bool(value) == identities[name]
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        identities = {"stablehlo.add": 0, "stablehlo.or": 0, "stablehlo.xor": 0,
+                      "stablehlo.multiply": 1, "stablehlo.maximum": info.min,
+                      "stablehlo.minimum": info.max,
+                      "stablehlo.and": -1 if info.min < 0 else info.max}
+        return name in identities and int(value) == identities[name]
+    if np.issubdtype(dtype, np.floating):
+        wide = float(value)
+        if name == "stablehlo.add":
+            return wide == 0 and not np.signbit(wide)
+        if name == "stablehlo.multiply":
+            return wide == 1
+        if name == "stablehlo.maximum":
+            return wide == -np.inf
+        if name == "stablehlo.minimum":
+            return wide == np.inf
+    return False
 
 
 def _broadcast_like(init, reduced):

@@ -1,11 +1,17 @@
 """Shape-moving StableHLO ops as TF ops: constants, iota, broadcasts, reshapes, transposes,
 slices, concatenation, padding, reversal, and the dynamic (symbolic-shape) forms JAX writes for
-polymorphic exports, whose output shapes arrive as int tensors computed at run time."""
+polymorphic exports, whose output shapes arrive as int tensors computed at run time.
+
+Constants of one value, broadcasts and dimension sizes stay symbolic (symbolic.py): a
+broadcast becomes a TF op only where the op that uses it does not broadcast by itself, and a
+shape operand only where TF cannot infer the shape (a reshape with one unknown size takes -1).
+"""
 from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
 
+from tf_ops.plain import dim_arithmetic, symbolic as sym
 from tf_ops.plain.program import Op
 
 
@@ -20,9 +26,14 @@ def _static_or(shape_type, runtime: tf.Tensor):
     return tf.cast(runtime, tf.int32)
 
 
-def constant(ctx, op, ):
-    value = op.attr("value")
-    return tf.constant(np.asarray(value), dtype=_dtype(op))
+def constant(ctx, op):
+    value = np.asarray(op.attr("value"))
+    dtype = _dtype(op)
+    if value.size:
+        elements = np.ascontiguousarray(value).reshape(value.size, 1).view(np.uint8)
+        if (elements == elements[0]).all():  # bit for bit: 0.0 and -0.0 differ, NaNs match
+            return sym.Splat(value.reshape(-1)[0], tuple(value.shape), dtype)
+    return tf.constant(value, dtype=dtype)
 
 
 def iota(ctx, op):
@@ -46,35 +57,66 @@ def _iota(shape, dimension: int, dtype: tf.DType):
 
 
 def broadcast_in_dim(ctx, op, x):
-    return _broadcast(x, op.attr("broadcast_dimensions"), list(op.result_types[0].shape))
+    result = op.result_types[0].shape
+    dims = list(op.attr("broadcast_dimensions"))
+    if any(d is None for d in result):  # a symbolic size carried over from the operand
+        source = _value_dims(ctx, x)
+        result = [source[dims.index(i)] if d is None else d for i, d in enumerate(result)]
+    return _broadcast(ctx, x, dims, tuple(result))
 
 
 def dynamic_broadcast_in_dim(ctx, op, x, shape):
-    return _broadcast(x, op.attr("broadcast_dimensions"), tf.cast(shape, tf.int32))
+    return _broadcast(ctx, x, list(op.attr("broadcast_dimensions")), _shape_dims(op, shape))
 
 
-def _broadcast(x, dims, shape):
-    """`x`'s dimension i becomes result dimension dims[i]; others are broadcast."""
-    dims = list(dims)
-    order = sorted(range(len(dims)), key=lambda i: dims[i])
-    if order != list(range(len(dims))):
-        x = tf.transpose(x, order)
-        dims = [dims[i] for i in order]
-    shape_tensor = tf.convert_to_tensor(shape, tf.int32)
-    rank = int(shape_tensor.shape[0])
-    x_dims = tf.shape(x, out_type=tf.int32)
-    expanded = tf.tensor_scatter_nd_update(tf.ones([rank], tf.int32),
-                                           [[d] for d in dims], x_dims) if dims else \
-        tf.ones([rank], tf.int32)
-    return tf.broadcast_to(tf.reshape(x, expanded), shape)
+def _shape_dims(op: Op, shape) -> tuple:
+    """A shape operand's sizes (ints / LazyDims); static sizes of the result type win."""
+    if isinstance(shape, sym.ShapeVector):
+        dims = list(shape.dims)
+    else:
+        shape = sym.materialize(shape)
+        dims = [sym.LazyDim(lambda i=i: shape[i]) for i in range(int(shape.shape[0]))]
+    result = op.result_types[0].shape
+    return tuple(d if d is not None else dims[i] for i, d in enumerate(result))
+
+
+def _value_dims(ctx, x) -> list:
+    if isinstance(x, (sym.Splat, sym.Broadcast)):
+        return list(x.shape)
+    return ctx.shapes.dims(sym.materialize(x))
+
+
+def _broadcast(ctx, x, dims: list, shape: tuple):
+    """`x`'s dimension i becomes result dimension dims[i]; the others repeat it (kept
+    symbolic: see symbolic.Broadcast)."""
+    if isinstance(x, sym.Splat):
+        return sym.Splat(x.value, shape, x.dtype)
+    if isinstance(x, sym.Broadcast):  # a broadcast of a broadcast: one broadcast of the source
+        return sym.Broadcast(x.source, tuple(dims[d] for d in x.dims), shape)
+    x = sym.materialize(x)
+    if dims == list(range(len(shape))) and x.shape.as_list() == [
+            d if isinstance(d, int) else None for d in shape] and all(
+            isinstance(d, int) for d in shape):
+        return x  # the same static shape: nothing to repeat
+    return sym.Broadcast(x, tuple(dims), shape)
 
 
 def reshape(ctx, op, x):
-    return tf.reshape(x, list(op.result_types[0].shape))
+    shape = list(op.result_types[0].shape)
+    if isinstance(x, sym.Splat):
+        return sym.Splat(x.value, tuple(shape), x.dtype)
+    if isinstance(x, (sym.DimSize, sym.ShapeVector)):
+        folded = dim_arithmetic.fold(op, [x])
+        if folded is not None:
+            return folded
+    return tf.reshape(sym.materialize(x), shape)
 
 
 def dynamic_reshape(ctx, op, x, shape):
-    return tf.reshape(x, tf.cast(shape, tf.int32))
+    dims = _shape_dims(op, shape)
+    if isinstance(x, sym.Splat):
+        return sym.Splat(x.value, dims, x.dtype)
+    return tf.reshape(sym.materialize(x), sym.reshape_operand(dims))
 
 
 def transpose(ctx, op, x):
@@ -101,7 +143,7 @@ def reverse(ctx, op, x):
 
 
 def get_dimension_size(ctx, op, x):
-    return tf.shape(x, out_type=tf.int32)[op.attr("dimension")]
+    return sym.DimSize(_value_dims(ctx, x)[op.attr("dimension")], tf.int32)
 
 
 def pad(ctx, op, x, value):

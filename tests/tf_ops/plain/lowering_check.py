@@ -23,9 +23,7 @@ def export(f, args, polymorphic_shapes=None):
 
 
 def lowered(f, args, polymorphic_shapes=None) -> plain.Program:
-    program = plain.read_program(export(f, args, polymorphic_shapes).mlir_module())
-    plain.check_program(program)
-    return program
+    return plain.prepare_program(export(f, args, polymorphic_shapes).mlir_module())
 
 
 def graph_op_types(concrete_function) -> set[str]:
