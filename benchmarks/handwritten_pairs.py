@@ -5,7 +5,8 @@ hand in Keras (TF backend) as a TF engineer writes them. The Keras model is what
 - `mlp`: Dense 256->512, exact GELU, Dense 512->512, exact GELU, Dense 512->10.
 - `cnn`: two [3x3 conv + bias + ReLU, 2x2/2 max pool], global mean, Dense, softmax (32x32x3).
 - `transformer`: a pre-LN block: LayerNorm, 4-head self-attention (Keras MultiHeadAttention),
-  residual, LayerNorm, Dense + exact GELU + Dense, residual (64 tokens of width 128).
+  residual, LayerNorm, Dense + GELU (tanh form: JAX's default, and the form TF.js can run;
+  TF.js has no Erfc kernel) + Dense, residual (64 tokens of width 128).
 - `resnet`: a ResNet basic block with batch norm (inference): 3x3 conv, BN, ReLU, 3x3 conv, BN,
   identity shortcut, ReLU (16x16x32).
 
@@ -189,7 +190,7 @@ def transformer_apply(p: dict, x):
     attention = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
     x = x + attention.reshape(batch, seq, D_MODEL) @ p["wo"] + p["bo"]
     h = _layer_norm(x, p["ln2_scale"], p["ln2_bias"])
-    h = jax.nn.gelu(h @ p["w_in"] + p["b_in"], approximate=False)
+    h = jax.nn.gelu(h @ p["w_in"] + p["b_in"])
     return x + h @ p["w_out"] + p["b_out"]
 
 
@@ -201,7 +202,7 @@ def transformer_keras(p: dict):
     attention = keras.layers.MultiHeadAttention(HEADS, head_dim)
     ln2 = keras.layers.LayerNormalization(epsilon=LN_EPSILON)
     dense_in = keras.layers.Dense(D_MLP, activation=lambda t: keras.activations.gelu(
-        t, approximate=False))
+        t, approximate=True))
     dense_out = keras.layers.Dense(D_MODEL)
     h = ln1(inputs)
     x = inputs + attention(h, h)

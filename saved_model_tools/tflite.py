@@ -32,15 +32,18 @@ import io
 import json
 import os
 import re
+import tempfile
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from saved_model_tools import inspect as inspect_lib
 from saved_model_tools import manifest as manifest_lib
+from tf_ops import nan_guards
 from saved_model_tools import reference_file, verify_compare
 from saved_model_tools.inspect_stablehlo import native_stderr_captured
 
@@ -186,8 +189,35 @@ def _converter(saved_model_dir: Path, signature: str, fixed_batch: int | None, o
 def _convert(saved_model_dir: Path, signature: str, fixed_batch: int | None, ops: list):
     # On failure MLIR prints every diagnostic with its full call-site chain to fd 2; the
     # exception carries the same errors, of which the report keeps one line each.
-    with native_stderr_captured(), contextlib.redirect_stdout(io.StringIO()):
-        return _converter(saved_model_dir, signature, fixed_batch, ops).convert()
+    with native_stderr_captured(), contextlib.redirect_stdout(io.StringIO()), \
+            _without_nan_guards(saved_model_dir) as directory:
+        return _converter(directory, signature, fixed_batch, ops).convert()
+
+
+@contextlib.contextmanager
+def _without_nan_guards(saved_model_dir: Path):
+    """The SavedModel as TFLite gets it: without the NaN guards of plain graphs (tf_ops.
+    nan_guards: TFLite's kernels decide NaN results, as for a hand-written model). A model
+    without guards is used as it is; otherwise a temporary copy of saved_model.pb with the
+    guards bypassed, beside links to the model's variables and assets."""
+    pb = saved_model_dir / "saved_model.pb"
+    proto = saved_model_pb2.SavedModel.FromString(pb.read_bytes())
+    changed = False
+    for meta_graph in proto.meta_graphs:
+        stripped = nan_guards.strip(meta_graph.graph_def)
+        if stripped != meta_graph.graph_def:
+            meta_graph.graph_def.CopyFrom(stripped)
+            changed = True
+    if not changed:
+        yield saved_model_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="tflite_input_") as temp:
+        copy = Path(temp)
+        (copy / "saved_model.pb").write_bytes(proto.SerializeToString())
+        for entry in saved_model_dir.iterdir():
+            if entry.name != "saved_model.pb":
+                (copy / entry.name).symlink_to(entry.resolve())
+        yield copy
 
 
 def _tflite_ops(model: bytes) -> tuple[str, ...]:

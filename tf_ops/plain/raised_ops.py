@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tf_ops import nan_guards
 from tf_ops.plain.program import Op
-
-# The name scope of the ops that give JAX's NaN results where a TF kernel does not: TFLite's and
-# TF.js's writers drop them (their runtimes' kernels decide NaN results, as they do for a
-# hand-written model), TF keeps them.
-NAN_GUARD = "jax_nan_guard"
 
 # The TF kernels `raised.unary` names (rewrite/kernels.py picks them).
 _UNARY_KERNELS = {"Erfc": tf.math.erfc, "Erf": tf.math.erf}
@@ -40,8 +36,8 @@ def softmax(ctx, op: Op, x):
     NaN). Two ops, no Select (which tf2onnx rewrites into arithmetic that NaN poisons)."""
     axis = op.attr("axis")
     y = tf.nn.softmax(x, axis=axis)
-    with tf.name_scope(NAN_GUARD):
-        return tf.minimum(y, tf.reduce_sum(y, axis=axis, keepdims=True))
+    return nan_guards.guarded(y, tf.minimum,
+                              lambda: tf.reduce_sum(y, axis=axis, keepdims=True))
 
 
 def log_softmax(ctx, op: Op, x):
