@@ -10,15 +10,25 @@ from __future__ import annotations
 import collections
 from typing import Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from tf_ops.plain import op_table
 from tf_ops.plain.errors import PlainLoweringError, unsupported
 from tf_ops.plain.program import Op, Program, Region
 
+# Ops whose result holds the same scalar as their first operand (a float convert rounds it).
+_SPLAT_KEEPING = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.dynamic_broadcast_in_dim",
+                            "stablehlo.reshape", "stablehlo.dynamic_reshape",
+                            "stablehlo.convert"})
+
 # Element types TF holds but has no arithmetic kernels for: refused wherever they appear.
 # (f4/f6/f8 followed by "E": "f6" alone would also match "f64".)
 _NO_TF_ARITHMETIC = ("f8E", "i4", "ui4", "i2", "ui2", "f4E", "f6E")
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    return tf.as_dtype(dtype).is_floating
 
 
 def check_program(program: Program) -> None:
@@ -59,9 +69,19 @@ class Context:
         # Values visible to the region being built: a case branch or loop body may use values
         # defined around it (StableHLO regions capture them), so scopes chain outwards.
         self._scope = collections.ChainMap()
+        # Values that hold one repeated constant (`splat`), by value id.
+        self._splats: dict[int, np.ndarray] = {}
 
-    def call(self, name: str, args: list[tf.Tensor]) -> list[tf.Tensor]:
+    def call(self, name: str, args: list[tf.Tensor], splats: Sequence | None = None
+             ) -> list[tf.Tensor]:
+        """Runs function `name` on `args`; `splats` are the arguments' constant scalars (XLA
+        inlines calls before simplifying, so a constant argument folds as a constant)."""
         function = self.program.functions[name]
+        for arg, value in zip(function.body.args, splats or [None] * len(args)):
+            if value is None:
+                self._splats.pop(arg, None)
+            else:
+                self._splats[arg] = value
         outer, self._scope = self._scope, collections.ChainMap()  # functions capture nothing
         try:
             return self.region(function.body, args)
@@ -90,6 +110,7 @@ class Context:
                                                                           (list, tuple)):
             outputs = [outputs]
         outputs = list(outputs)
+        self._note_splat(op)
         if len(outputs) != len(op.results):
             raise PlainLoweringError(f"lowering of {op.name} gave {len(outputs)} results for "
                                      f"{len(op.results)}")
@@ -102,6 +123,33 @@ class Context:
                 if result_type.dtype is not None:
                     output.set_shape(result_type.shape)
         return outputs
+
+    def splat(self, value_id: int) -> np.ndarray | None:
+        """The scalar (0-d numpy array) that every element of value `value_id` holds, if it is a
+        constant, or a broadcast, reshape or float convert of one; else None.
+
+        XLA's algebraic simplifier folds arithmetic with such values (`x + 0 -> x`, `x * 1 ->
+        x`, `-0 - x -> -x`); lowerings ask for them to do the same, and to leave out edge-case
+        fixes that a constant operand rules out (max with a non-zero constant cannot tie at 0).
+        """
+        return self._splats.get(value_id)
+
+    def _note_splat(self, op: Op) -> None:
+        if op.name == "stablehlo.constant":
+            value = np.asarray(op.attr("value"))
+            if value.size:
+                flat = value.reshape(-1)
+                rows = flat.view(np.uint8).reshape(flat.size, -1)
+                if (rows == rows[0]).all():  # equal bits: -0.0 and NaNs count as themselves
+                    self._splats[op.results[0]] = flat[0].copy().reshape(())
+        elif op.name in _SPLAT_KEEPING and op.operands and op.operands[0] in self._splats:
+            value = self._splats[op.operands[0]]
+            if op.name == "stablehlo.convert":
+                to = op.result_types[0].dtype
+                if not (_is_float(value.dtype) and to is not None and _is_float(to)):
+                    return  # only float -> float: numpy rounds to nearest even as XLA does
+                value = value.astype(to)
+            self._splats[op.results[0]] = value
 
     def value(self, value_id: int) -> tf.Tensor:
         """A value visible where the current op runs, e.g. one a comparator captures from
