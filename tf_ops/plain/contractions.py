@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain.program import Op
-from tf_ops.plain.windows import dilate_and_pad, dim_sizes, static_or_unstacked
+from tf_ops.plain.windowed_view import dilate_and_pad, dim_sizes, static_or_unstacked
 
 
 def _dtype(op: Op) -> tf.DType:

@@ -20,7 +20,7 @@ _SUPPORTED_TARGETS = (SHAPE_ASSERTION,) + _IDENTITY_TARGETS + tuple(_LOWERED_TAR
 
 
 def call(ctx, op, *args):
-    return ctx.call(op.attr("callee"), list(args))
+    return ctx.call(op.attr("callee"), list(args), [ctx.splat(v) for v in op.operands])
 
 
 def _invariants(types):

@@ -10,15 +10,25 @@ from __future__ import annotations
 import collections
 from typing import Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from tf_ops.plain import dim_arithmetic, op_table, symbolic
 from tf_ops.plain.errors import PlainLoweringError, unsupported
 from tf_ops.plain.program import Op, Program, Region
 
+# Ops whose result holds the same scalar as their first operand (a float convert rounds it).
+_SPLAT_KEEPING = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.dynamic_broadcast_in_dim",
+                            "stablehlo.reshape", "stablehlo.dynamic_reshape",
+                            "stablehlo.convert"})
+
 # Element types TF holds but has no arithmetic kernels for: refused wherever they appear.
 # (f4/f6/f8 followed by "E": "f6" alone would also match "f64".)
 _NO_TF_ARITHMETIC = ("f8E", "i4", "ui4", "i2", "ui2", "f4E", "f6E")
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    return tf.as_dtype(dtype).is_floating
 
 
 def check_program(program: Program) -> None:
@@ -61,9 +71,19 @@ class Context:
         # Values visible to the region being built: a case branch or loop body may use values
         # defined around it (StableHLO regions capture them), so scopes chain outwards.
         self._scope = collections.ChainMap()
+        # Values that hold one repeated constant (`splat`), by value id.
+        self._splats: dict[int, np.ndarray] = {}
 
-    def call(self, name: str, args: list[tf.Tensor]) -> list[tf.Tensor]:
+    def call(self, name: str, args: list[tf.Tensor], splats: Sequence | None = None
+             ) -> list[tf.Tensor]:
+        """Runs function `name` on `args`; `splats` are the arguments' constant scalars (XLA
+        inlines calls before simplifying, so a constant argument folds as a constant)."""
         function = self.program.functions[name]
+        for arg, value in zip(function.body.args, splats or [None] * len(args)):
+            if value is None:
+                self._splats.pop(arg, None)
+            else:
+                self._splats[arg] = value
         outer, self._scope = self._scope, collections.ChainMap()  # functions capture nothing
         try:
             return self.region(function.body, args, tensors=False)
@@ -91,19 +111,32 @@ class Context:
         """Lowers one op; `inputs` may hold symbolic values (symbolic.py), and so may the
         results with `tensors=False`."""
         entry = op_table.OP_TABLE[op.name]
+        full = None
         if entry.operands != op_table.SYMBOLIC:
             folded = dim_arithmetic.fold(op, inputs)
             if folded is not None:
                 return [symbolic.materialize(v) for v in folded] if tensors else folded
             if entry.operands == op_table.BROADCASTING:
+                if inputs and all(isinstance(v, symbolic.Splat) for v in inputs):
+                    folded = self._fold_splats(entry, op, inputs)
+                    return [symbolic.materialize(v) for v in folded] if tensors else folded
+                full = next((v for v in inputs if not symbolic.is_symbolic(v)), None)
                 inputs = symbolic.broadcastable(inputs)
             else:
                 inputs = [symbolic.materialize(v) for v in inputs]
         outputs = entry.emit(self, op, *inputs)
+        if entry.operands == op_table.BROADCASTING and full is not None:
+            # A lowering may return an operand as it is (`x * 1 -> x`): a scalar stands for
+            # the whole shape.
+            outputs = [tf.broadcast_to(o, tf.shape(full)) if isinstance(o, tf.Tensor)
+                       and o.shape.rank is not None and o.shape.rank < t.rank else o
+                       for o, t in zip(outputs if isinstance(outputs, (list, tuple))
+                                       else [outputs], op.result_types)]
         if isinstance(outputs, (tf.Tensor, tf.Variable)) or not isinstance(outputs,
                                                                           (list, tuple)):
             outputs = [outputs]
         outputs = list(outputs)
+        self._note_splat(op)
         if len(outputs) != len(op.results):
             raise PlainLoweringError(f"lowering of {op.name} gave {len(outputs)} results for "
                                      f"{len(op.results)}")
@@ -118,6 +151,48 @@ class Context:
                 if result_type.dtype is not None:
                     output.set_shape(result_type.shape)
         return [symbolic.materialize(v) for v in outputs] if tensors else outputs
+
+    def _fold_splats(self, entry, op: Op, inputs: list) -> list:
+        """An elementwise op on constants of one value each: its own lowering run once on the
+        scalars, outside the graph (no op is built), giving constants of one value."""
+        with tf.init_scope():
+            scalars = [tf.constant(v.value, v.dtype) for v in inputs]
+            outputs = entry.emit(self, op, *scalars)
+            outputs = [outputs] if not isinstance(outputs, (list, tuple)) else list(outputs)
+            values = [np.asarray(o.numpy()).reshape(-1)[0] for o in outputs]
+        shape = max((v.shape for v in inputs), key=len)
+        return [symbolic.Splat(value, shape, tf.as_dtype(t.dtype))
+                for value, t in zip(values, op.result_types)]
+
+    def splat(self, value_id: int) -> np.ndarray | None:
+        """The scalar (0-d numpy array) that every element of value `value_id` holds, if it is a
+        constant, or a broadcast, reshape or float convert of one; else None.
+
+        XLA's algebraic simplifier folds arithmetic with such values (`x + 0 -> x`, `x * 1 ->
+        x`, `-0 - x -> -x`); lowerings ask for them to do the same, and to leave out edge-case
+        fixes that a constant operand rules out (max with a non-zero constant cannot tie at 0).
+        """
+        value = self._scope.get(value_id)
+        if isinstance(value, symbolic.Splat):
+            return np.asarray(value.value).reshape(())
+        return self._splats.get(value_id)
+
+    def _note_splat(self, op: Op) -> None:
+        if op.name == "stablehlo.constant":
+            value = np.asarray(op.attr("value"))
+            if value.size:
+                flat = value.reshape(-1)
+                rows = flat.view(np.uint8).reshape(flat.size, -1)
+                if (rows == rows[0]).all():  # equal bits: -0.0 and NaNs count as themselves
+                    self._splats[op.results[0]] = flat[0].copy().reshape(())
+        elif op.name in _SPLAT_KEEPING and op.operands and op.operands[0] in self._splats:
+            value = self._splats[op.operands[0]]
+            if op.name == "stablehlo.convert":
+                to = op.result_types[0].dtype
+                if not (_is_float(value.dtype) and to is not None and _is_float(to)):
+                    return  # only float -> float: numpy rounds to nearest even as XLA does
+                value = value.astype(to)
+            self._splats[op.results[0]] = value
 
     def value(self, value_id: int) -> tf.Tensor:
         """A value visible where the current op runs, e.g. one a comparator captures from

@@ -9,10 +9,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from tf_ops.plain import (contractions, control_flow, elementwise as ew, fft, indexing, linalg_ops,
-                          raised_ops as raised, random_bits, reductions, shapes, sorting,
-                          special_functions as special, windows)
-
+from tf_ops.plain import (
+    contractions,
+    control_flow,
+    conversions,
+    fft,
+    indexing,
+    linalg_ops,
+    random_bits,
+    reductions,
+    select_and_scatter,
+    shapes,
+    sorting,
+    windows,
+)
+from tf_ops.plain import elementwise as ew
+from tf_ops.plain import raised_ops as raised
+from tf_ops.plain import special_functions as special
 
 # What a lowering's `emit` receives as inputs (see symbolic.py):
 TENSORS = "tensors"            # tensors: symbolic values are materialized first
@@ -80,9 +93,11 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.compare": Lowering(ew.compare, ew.check_compare, BROADCASTING),
     "stablehlo.select": Lowering(ew.select, None, BROADCASTING),
     "stablehlo.clamp": Lowering(ew.clamp, ew.check_minmax),
-    "stablehlo.convert": Lowering(ew.convert),
-    "stablehlo.bitcast_convert": Lowering(ew.bitcast_convert, ew.check_bitcast),
-    "stablehlo.reduce_precision": Lowering(ew.reduce_precision),
+    # conversions (conversions.py)
+    "stablehlo.convert": Lowering(conversions.convert),
+    "stablehlo.bitcast_convert": Lowering(conversions.bitcast_convert,
+                                          conversions.check_bitcast),
+    "stablehlo.reduce_precision": Lowering(conversions.reduce_precision),
     # special functions (special_functions.py)
     "stablehlo.composite": Lowering(special.composite, special.check_composite),
     # shapes (shapes.py)
@@ -110,10 +125,11 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.dynamic_update_slice": Lowering(indexing.dynamic_update_slice),
     # reductions (reductions.py)
     "stablehlo.reduce": Lowering(reductions.reduce, reductions.check_reduce),
-    # windows: reduce_window, select_and_scatter (windows.py)
+    # windows: reduce_window (windows.py, windows_cumulative.py), select_and_scatter
+    # (select_and_scatter.py), both on the windowed view (windowed_view.py)
     "stablehlo.reduce_window": Lowering(windows.reduce_window, windows.check_reduce_window),
-    "stablehlo.select_and_scatter": Lowering(windows.select_and_scatter,
-                                             windows.check_select_and_scatter),
+    "stablehlo.select_and_scatter": Lowering(select_and_scatter.select_and_scatter,
+                                             select_and_scatter.check_select_and_scatter),
     # contractions: dot_general, convolution (contractions.py)
     "stablehlo.dot_general": Lowering(contractions.dot_general, contractions.check_dot_general),
     "stablehlo.dot": Lowering(contractions.dot, contractions.check_dot_general),

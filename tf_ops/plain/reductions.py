@@ -27,13 +27,15 @@ from tf_ops.plain import dtype_support as ds
 from tf_ops.plain import elementwise as ew
 from tf_ops.plain.program import Op, Region
 
+_SAME_WIDTH_INT = {tf.float16: tf.int16, tf.bfloat16: tf.int16, tf.float32: tf.int32,
+                   tf.float64: tf.int64}
 _MONOIDS = ("stablehlo.add", "stablehlo.multiply", "stablehlo.maximum", "stablehlo.minimum",
             "stablehlo.and", "stablehlo.or", "stablehlo.xor")
-# The body's op applied to (init, reduction): elementwise.py's exact semantics.
-_COMBINE = {"stablehlo.add": ew.add, "stablehlo.multiply": ew.multiply,
-            "stablehlo.maximum": ew.maximum, "stablehlo.minimum": ew.minimum,
-            "stablehlo.and": ew.bitwise_and, "stablehlo.or": ew.bitwise_or,
-            "stablehlo.xor": ew.bitwise_xor}
+# The integer and boolean bodies' ops applied to (init, reduction): elementwise.py's semantics.
+_BITWISE = {"stablehlo.and": tf.bitwise.bitwise_and, "stablehlo.or": tf.bitwise.bitwise_or,
+            "stablehlo.xor": tf.bitwise.bitwise_xor}
+_LOGICAL = {"stablehlo.and": tf.logical_and, "stablehlo.or": tf.logical_or,
+            "stablehlo.xor": tf.math.logical_xor}
 
 
 # ------------------------------------------------------------------------ recognizing bodies
@@ -135,11 +137,11 @@ def reduce(ctx, op: Op, *inputs):
     monoids = per_operand_monoids(body)
     if monoids is not None:
         results = []
-        for name, x, init in zip(monoids, operands, inits):
+        for i, (name, x, init) in enumerate(zip(monoids, operands, inits)):
             reduced = monoid_reduce(name, x, dims)
-            if not _is_identity(name, init):
-                reduced = _COMBINE[name](ctx, op, _broadcast_like(init, reduced), reduced)
-            results.append(_init_if_empty(x, dims, init, reduced))
+            combined = combine_init(name, init, ctx.splat(op.operands[n + i]), reduced,
+                                    tf_sum=True)
+            results.append(_init_if_empty(x, dims, init, combined))
         return results
     direction = arg_reduce_direction(body)
     if direction is None:
@@ -147,39 +149,49 @@ def reduce(ctx, op: Op, *inputs):
     return _arg_reduce(direction, operands, inits, dims)
 
 
-def _is_identity(name: str, init: tf.Tensor) -> bool:
-    """Whether `body(init, r)` is `r` for every reduction result `r`: a sum from +0.0 (TF's
-    and XLA's CPU sums both give -0.0 for one element -0.0 and +0.0 for more, so adding the
-    init would change only what already agrees), a product from 1, a max from -inf or the
-    type's lowest integer, ..."""
-    value = tf.get_static_value(init)
-    if value is None:
-        return False
-    value = np.asarray(value)
+def combine_init(name: str, init: tf.Tensor, init_const, value: tf.Tensor,
+                 tf_sum: bool = False) -> tf.Tensor:
+    """`body(init, value)` for the single-op body `name`, as XLA's loop starting from `init`
+    gives it; `init_const` is the init's constant scalar if known (`Context.splat`), and
+    `tf_sum` says that `value` is a sum TF's kernels started from +0.0.
+
+    An identity init adds no op, and never a graph pattern (`fill(0) + x`) that TF's
+    optimizer would simplify away. A +0.0 init of a sum turns -0.0 into +0.0, which a TF sum
+    has done already (a sum of -0.0s is +0.0 there, as XLA's 0 + -0 + ...).
+    """
     dtype = value.dtype
-    if dtype == np.bool_:
-        identities = {"stablehlo.add": False, "stablehlo.or": False, "stablehlo.xor": False,
-                      "stablehlo.maximum": False, "stablehlo.multiply": True,
-                      "stablehlo.and": True, "stablehlo.minimum": True}
-        return name in identities and bool(value) == identities[name]
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        identities = {"stablehlo.add": 0, "stablehlo.or": 0, "stablehlo.xor": 0,
-                      "stablehlo.multiply": 1, "stablehlo.maximum": info.min,
-                      "stablehlo.minimum": info.max,
-                      "stablehlo.and": -1 if info.min < 0 else info.max}
-        return name in identities and int(value) == identities[name]
-    if np.issubdtype(dtype, np.floating):
-        wide = float(value)
-        if name == "stablehlo.add":
-            return wide == 0 and not np.signbit(wide)
-        if name == "stablehlo.multiply":
-            return wide == 1
-        if name == "stablehlo.maximum":
-            return wide == -np.inf
-        if name == "stablehlo.minimum":
-            return wide == np.inf
-    return False
+    if init_const is not None and name == "stablehlo.add" and dtype.is_floating \
+            and bool(init_const == 0) and not np.signbit(init_const):
+        return value if tf_sum else ew.plus_zero(value)
+    if init_const is not None and _is_identity(name, init_const, dtype):
+        return value
+    init = _broadcast_like(init, value)
+    if name in ("stablehlo.maximum", "stablehlo.minimum"):
+        return ew.max_min(name == "stablehlo.maximum", init, value, init_const, None)
+    if name == "stablehlo.add":
+        return tf.logical_or(init, value) if dtype == tf.bool else tf.add(init, value)
+    if name == "stablehlo.multiply":
+        return tf.logical_and(init, value) if dtype == tf.bool else tf.multiply(init, value)
+    return (_LOGICAL if dtype == tf.bool else _BITWISE)[name](init, value)
+
+
+def _is_identity(name: str, value: np.ndarray, dtype: tf.DType) -> bool:
+    """Whether `body(value, x) == x` for every x (bit for bit where XLA's loop gives it)."""
+    if dtype == tf.bool:
+        return bool(value) == (name in ("stablehlo.multiply", "stablehlo.minimum",
+                                        "stablehlo.and"))
+    if name == "stablehlo.add":  # -0.0 for floats: x + -0.0 is x for every x
+        return bool(value == 0) and (not dtype.is_floating or bool(np.signbit(value)))
+    if name == "stablehlo.multiply":
+        return bool(value == 1)
+    if name in ("stablehlo.maximum", "stablehlo.minimum"):
+        low = name == "stablehlo.maximum"
+        if dtype.is_floating:
+            return bool(value == (-np.inf if low else np.inf))
+        return dtype.is_integer and int(value) == (dtype.min if low else dtype.max)
+    if name in ("stablehlo.or", "stablehlo.xor"):
+        return not np.asarray(value).any()
+    return bool(np.all(~np.asarray(value) == 0))  # and: all ones
 
 
 def _broadcast_like(init, reduced):
@@ -222,8 +234,14 @@ def monoid_reduce(name: str, x: tf.Tensor, dims: list[int]) -> tf.Tensor:
             return fn(x, dims)
         nan = tf.math.is_nan(x)
         result = fn(tf.where(nan, tf.zeros_like(x), x), dims)
-        return tf.where(tf.reduce_any(nan, dims),
-                        tf.fill(tf.shape(result), tf.constant(np.nan, dtype)), result)
+        # TF's reduce max/min return either zero where -0.0 and +0.0 tie: the max is +0.0
+        # if any element is (bits 0), the min -0.0 if any element is (bits INT_MIN).
+        signed = tf.bitcast(x, _SAME_WIDTH_INT[dtype])
+        zero_bits = 0 if name == "stablehlo.maximum" else signed.dtype.min
+        has_zero = tf.reduce_any(tf.equal(signed, tf.constant(zero_bits, signed.dtype)), dims)
+        zero = ds.scalar(-0.0 if name == "stablehlo.minimum" else 0.0, dtype)
+        result = tf.where(tf.logical_and(has_zero, tf.equal(result, 0)), zero, result)
+        return tf.where(tf.reduce_any(nan, dims), tf.constant(np.nan, dtype), result)
     return _bitwise_reduce(name, x, dims)
 
 

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tf_ops.plain import conversions, shapes
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain import elementwise as ew
-from tf_ops.plain import shapes
 from tf_ops.plain.program import Op, Region
 
 # Elementwise ops a sort key may apply to its operand, with elementwise.py's semantics.
 _KEY_OPS = {
     "stablehlo.constant": lambda ctx, op: shapes.constant(ctx, op),
     "stablehlo.compare": ew.compare, "stablehlo.select": ew.select,
-    "stablehlo.convert": ew.convert, "stablehlo.bitcast_convert": ew.bitcast_convert,
+    "stablehlo.convert": conversions.convert,
+    "stablehlo.bitcast_convert": conversions.bitcast_convert,
     "stablehlo.negate": ew.negate, "stablehlo.not": ew.bitwise_not,
     "stablehlo.and": ew.bitwise_and, "stablehlo.or": ew.bitwise_or,
     "stablehlo.abs": ew.abs_, "stablehlo.real": ew.real, "stablehlo.imag": ew.imag,
