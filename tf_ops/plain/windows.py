@@ -29,6 +29,7 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
+from tf_ops import nan_guards
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain import reductions, windows_cumulative
 from tf_ops.plain.errors import unsupported
@@ -306,10 +307,17 @@ def _is_identity(name: str | None, init: tf.Tensor, init_const) -> bool:
 
 
 def _max_pool(x, init, init_const, window: Window, name):
-    """A float max over 2-D windows of NHWC or NCHW as TF's MaxPool (several times faster
-    than the fold), or None. Exact: the padding holds the init, max is idempotent so
-    `max(init, pool)` is XLA's fold for any init, and what MaxPool gets wrong (NaN, windows of
-    only -inf, a +0.0 tied with -0.0) is found by pooling flags."""
+    """A float max over 2-D windows of NHWC or NCHW as TF's MaxPool, the op a TF engineer
+    writes (TFLite, TF.js and Core ML take it as their pooling op), or None.
+
+    SAME or VALID padding of TF's where the window's padding is that (MaxPool skips padded
+    positions, as XLA's fold does with -inf padding), else the padding explicit with the init.
+    `max(init, pool)` is XLA's fold for any init (max is idempotent). MaxPool skips NaN, where
+    JAX's max propagates it: `maximum(pool, avg_pool(minimum(x, -inf)))` restores it (the
+    average is NaN where the window holds a NaN, else -inf; TF's Maximum propagates NaN), a
+    guard TFLite's and TF.js's writers drop (tf_ops.nan_guards). What the contract tolerates
+    (docs/exactness.md): a window of only -inf gives MaxPool's floor, the lowest finite
+    float, and where -0.0 and +0.0 tie the kernel returns either."""
     if name != "stablehlo.maximum" or x.dtype not in ds.FLOATS \
             or x.shape.rank != 4 or any(d != 1 for d in window.base_dilations
                                         + window.window_dilations):
@@ -326,27 +334,39 @@ def _max_pool(x, init, init_const, window: Window, name):
         size = x.shape[d]
         if size is None or size + sum(window.padding[d]) < window.dims[d]:
             return None
+        if max(window.padding[d]) >= window.dims[d]:
+            return None  # windows wholly in the padding: init there, not MaxPool's floor
     if order:
         x = tf.transpose(x, order)
         window = Window(*[[getattr(window, f)[d] for d in order] for f in
                           ("dims", "strides", "base_dilations", "window_dilations",
                            "padding")])
-    padded = window_padded(x, init, window)
-    pooled = tf.raw_ops.MaxPool(input=padded, ksize=window.dims, strides=window.strides,
-                                padding="VALID")
-    # MaxPool starts from the lowest finite value, may skip NaN and returns either zero where
-    # -0.0 and +0.0 tie: a pooled flag per window says 3 = holds a NaN, 2 = holds +0.0 (bits
-    # 0), 1 = holds a value above -inf, 0 = only -inf.
-    positive_zero = tf.equal(tf.bitcast(padded, {2: tf.int16, 4: tf.int32, 8: tf.int64}[
-        x.dtype.size]), 0)
-    flags = tf.where(tf.math.is_nan(padded), tf.constant(3, x.dtype),
-                     tf.where(positive_zero, tf.constant(2, x.dtype),
-                              tf.cast(padded > tf.constant(-np.inf, x.dtype), x.dtype)))
-    flags = tf.raw_ops.MaxPool(input=flags, ksize=window.dims, strides=window.strides,
-                               padding="VALID")
-    special = tf.where(flags > 2, tf.constant(np.nan, x.dtype), tf.constant(-np.inf, x.dtype))
-    pooled = tf.where(tf.logical_and(tf.equal(flags, 2), tf.equal(pooled, 0)),
-                      tf.zeros([], x.dtype), pooled)
-    pooled = tf.where(tf.logical_or(tf.equal(flags, 1), tf.equal(flags, 2)), pooled, special)
+    padding = _tf_pool_padding(x, window, init_const)
+    if padding is None:
+        x = window_padded(x, init, window)
+        padding = "VALID"
+    pool_args = dict(ksize=window.dims, strides=window.strides, padding=padding)
+    pooled = tf.raw_ops.MaxPool(input=x, **pool_args)
+    pooled = nan_guards.guarded(
+        pooled, tf.maximum, lambda: tf.raw_ops.AvgPool(
+            value=tf.minimum(x, tf.constant(-np.inf, x.dtype)), **pool_args))
     pooled = reductions.combine_init(name, init, init_const, pooled)
     return [tf.transpose(pooled, [0, 3, 1, 2]) if order else pooled]
+
+
+def _tf_pool_padding(x, window: Window, init_const) -> str | None:
+    """"VALID" or "SAME" when TF's padding of that name is the window's (static sizes; a
+    padded position must be one max ignores: an init of -inf), else None."""
+    pads = [list(p) for p in window.padding]
+    if all(p == [0, 0] for p in pads):
+        return "VALID"
+    if init_const is None or not bool(init_const == -np.inf):
+        return None
+    for size, extent, stride, pad in zip(x.shape.as_list(), window.dims, window.strides, pads):
+        if size is None:
+            return None
+        out = -(-size // stride)
+        total = max((out - 1) * stride + extent - size, 0)
+        if pad != [total // 2, total - total // 2]:
+            return None
+    return "SAME"
