@@ -6,17 +6,10 @@ import re
 
 import tensorflow as tf
 
-from tf_ops.plain import linalg_ops, symbolic as sym, windows
+from tf_ops.plain import op_rows, symbolic as sym
 from tf_ops.plain.program import Op
 
 SHAPE_ASSERTION = "shape_assertion"
-# Single-device modules carry sharding annotations as custom calls: they only mark a value.
-_IDENTITY_TARGETS = ("Sharding",)
-# Custom calls that stand for ops, as (emit, check or None): StableHLO ops JAX writes as custom
-# calls when a size is symbolic, and XLA's Householder kernels the portable QR writes.
-_LOWERED_TARGETS = {"stablehlo.dynamic_reduce_window": (windows.dynamic_reduce_window, None),
-                    **linalg_ops.CUSTOM_CALLS}
-_SUPPORTED_TARGETS = (SHAPE_ASSERTION,) + _IDENTITY_TARGETS + tuple(_LOWERED_TARGETS)
 
 
 def call(ctx, op, *args):
@@ -65,15 +58,22 @@ def if_(ctx, op: Op, pred):
 
 
 def custom_call(ctx, op: Op, *args):
-    target = op.attr("call_target_name")
-    if target == SHAPE_ASSERTION:
-        return _shape_assertion(op, *args)
-    args = [sym.materialize(a) for a in args]
-    if target in _LOWERED_TARGETS:
-        return _LOWERED_TARGETS[target][0](ctx, op, *args)
-    if target in _IDENTITY_TARGETS:
-        return [tf.identity(a) for a in args]
-    raise AssertionError("refused by check_custom_call")
+    """Dispatches on the target's row in op_table.CUSTOM_CALLS."""
+    row = op_rows.custom_call(op.attr("call_target_name"))
+    if row is None:
+        raise AssertionError("refused by check_custom_call")
+    if row.operands != "symbolic":
+        args = [sym.materialize(a) for a in args]
+    return row.emit(ctx, op, *args)
+
+
+def identity_call(ctx, op: Op, *args):
+    """A custom call that only marks its operands (e.g. with their sharding)."""
+    return [tf.identity(a) for a in args]
+
+
+def shape_assertion(ctx, op: Op, *args):
+    return _shape_assertion(op, *args)
 
 
 def _shape_assertion(op: Op, ok, *values):
@@ -93,8 +93,8 @@ def _shape_assertion(op: Op, ok, *values):
 
 def check_custom_call(op):
     target = op.attr("call_target_name")
-    if target not in _SUPPORTED_TARGETS:
+    row = op_rows.custom_call(target)
+    if row is None:
         return (f"custom call target {target!r} is a kernel outside StableHLO that only XLA "
                 f"(or the platform it was lowered for) provides")
-    check = _LOWERED_TARGETS.get(target, (None, None))[1]
-    return check(op) if check is not None else None
+    return row.check(op) if row.check is not None else None

@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
+from tf_ops.plain import op_rows
 from tf_ops.plain import elementwise as ew
 from tf_ops.plain.program import Op
 
@@ -208,14 +209,13 @@ def dynamic_update_slice(ctx, op: Op, operand, update, *starts):
 
 # ------------------------------------------------------------------------------ scatter
 
-_COMBINERS = {"stablehlo.add": "add", "stablehlo.multiply": "multiply",
-              "stablehlo.maximum": "max", "stablehlo.minimum": "min",
-              "stablehlo.and": "and", "stablehlo.or": "or"}
+# Scatter bodies run as one TF scatter op (other combiners, e.g. xor, run update by update).
+_SCATTER_COMBINERS = ("add", "multiply", "max", "min", "and", "or")
 
 
 def _combiner(op: Op) -> str | None:
     """What the update computation does: "replace" (returns the update), "keep" (returns the
-    old value), or one of _COMBINERS' values; None for any other body, which runs update by
+    old value), or one of _SCATTER_COMBINERS; None for any other body, which runs update by
     update (`_scatter_in_order`; its ops are checked as the program's nested ops, so e.g. a
     maximum of complex numbers is refused there)."""
     region = op.regions[0]
@@ -228,9 +228,10 @@ def _combiner(op: Op) -> str | None:
     if n != 1 or len(region.ops) != 1:
         return None
     body = region.ops[0]
-    if (body.name in _COMBINERS and sorted(body.operands) == sorted(region.args)
+    if (op_rows.combiner(body.name) in _SCATTER_COMBINERS
+            and sorted(body.operands) == sorted(region.args)
             and region.returns == body.results):
-        return _COMBINERS[body.name]
+        return op_rows.combiner(body.name)
     return None
 
 

@@ -45,7 +45,7 @@ def check_program(program: Program) -> None:
         if entry is None:
             raise unsupported(op, "this op has no plain-TF lowering yet")
         for t in op.operand_types + op.result_types:
-            if t.dtype is None and op.name not in op_table.TOKEN_OPS:
+            if t.dtype is None and not entry.tokens:
                 raise unsupported(op, f"element type {t.element} has no TF tensor type")
             if t.element.startswith(_NO_TF_ARITHMETIC):
                 raise unsupported(op, f"TF has no arithmetic kernels for {t.element}")

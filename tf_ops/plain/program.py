@@ -159,7 +159,21 @@ def read_program(module_text: str) -> Program:
             function_type = op.attributes["function_type"].value
             result_types = tuple(_tensor_type(t) for t in function_type.results)
             functions[name] = Function(name, reader.region(op.regions[0].blocks[0]), result_types)
-    return Program(functions)
+    return Program({name: dataclasses.replace(f, body=_with_called(f.body, functions))
+                    for name, f in functions.items()})
+
+
+def _with_called(region: Region, functions: dict) -> Region:
+    """`region` with each custom call's called functions attached as its regions (e.g. the
+    body of `stablehlo.dynamic_reduce_window`), so that a check reads them from the op."""
+    ops = []
+    for op in region.ops:
+        regions = tuple(_with_called(r, functions) for r in op.regions)
+        called = op.attr("called_computations") if op.name == "stablehlo.custom_call" else None
+        if called and not regions:
+            regions = tuple(functions[name].body for name in called if name in functions)
+        ops.append(dataclasses.replace(op, regions=regions) if regions != op.regions else op)
+    return dataclasses.replace(region, ops=tuple(ops))
 
 
 class _Reader:

@@ -25,12 +25,11 @@ import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain import elementwise as ew
+from tf_ops.plain import op_rows
 from tf_ops.plain.program import Op, Region
 
 _SAME_WIDTH_INT = {tf.float16: tf.int16, tf.bfloat16: tf.int16, tf.float32: tf.int32,
                    tf.float64: tf.int64}
-_MONOIDS = ("stablehlo.add", "stablehlo.multiply", "stablehlo.maximum", "stablehlo.minimum",
-            "stablehlo.and", "stablehlo.or", "stablehlo.xor")
 # The integer and boolean bodies' ops applied to (init, reduction): elementwise.py's semantics.
 _BITWISE = {"stablehlo.and": tf.bitwise.bitwise_and, "stablehlo.or": tf.bitwise.bitwise_or,
             "stablehlo.xor": tf.bitwise.bitwise_xor}
@@ -45,13 +44,14 @@ def _producers(region: Region) -> dict:
 
 
 def per_operand_monoids(region: Region) -> list[str] | None:
-    """The op names if result `i` of `region` is `op_i(acc_i, x_i)` for every `i`, else None."""
+    """The op names if result `i` of `region` is `op_i(acc_i, x_i)` for every `i`, each op a
+    combiner in its op_table row (add, multiply, max, min, and, or, xor), else None."""
     n = len(region.args) // 2
     producers = _producers(region)
     names = []
     for i, value in enumerate(region.returns):
         op = producers.get(value)
-        if op is None or op.name not in _MONOIDS or len(op.operands) != 2:
+        if op is None or op_rows.combiner(op.name) is None or len(op.operands) != 2:
             return None
         if sorted(op.operands) != sorted((region.args[i], region.args[n + i])):
             return None

@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from tf_ops import nan_guards
 from tf_ops.plain import dtype_support as ds
-from tf_ops.plain import reductions, windows_cumulative
+from tf_ops.plain import op_rows, reductions, windows_cumulative
 from tf_ops.plain.errors import unsupported
 from tf_ops.plain.program import Op, Region, TensorType
 from tf_ops.plain.windowed_view import (
@@ -46,26 +46,15 @@ from tf_ops.plain.windowed_view import (
 # More window positions than this run in a tf.while_loop instead of one slice each.
 UNROLLED = 64
 
-# Ops a window body may hold: elementwise, so running them on whole tensors instead of
-# scalars computes every window at once.
-_ELEMENTWISE = frozenset("stablehlo." + name for name in (
-    "add subtract multiply divide remainder maximum minimum power atan2 and or xor not "
-    "shift_left shift_right_logical shift_right_arithmetic popcnt count_leading_zeros negate "
-    "abs sign exponential exponential_minus_one log log_plus_one logistic sqrt rsqrt cbrt "
-    "tanh sine cosine tan floor ceil round_nearest_even round_nearest_afz is_finite real imag "
-    "complex compare select clamp convert reduce_precision constant").split())
-
-# Bodies whose fold can be regrouped freely (associative, commutative, idempotent).
-IDEMPOTENT = frozenset({"stablehlo.maximum", "stablehlo.minimum", "stablehlo.and",
-                         "stablehlo.or"})
-
-
 # ------------------------------------------------------------------------ bodies
 
 def body_reason(region: Region) -> str | None:
+    """Why a window (or select/scatter) body cannot run on whole tensors, or None: it may hold
+    only elementwise ops (their op_table rows say so), which on whole tensors compute every
+    window at once, and only values of its own."""
     defined = set(region.args)
     for body_op in region.ops:
-        if body_op.name not in _ELEMENTWISE:
+        if not op_rows.elementwise(body_op.name):
             return f"its body holds {body_op.name}, which is not elementwise"
         if any(v not in defined for v in body_op.operands):
             return "its body uses a value from outside the body"
@@ -159,15 +148,19 @@ def dynamic_reduce_window(ctx, op: Op, *inputs):
     padding = [static_or_unstacked(row) for row in tf.unstack(inputs[-1])]
     window = Window(dims=dims, strides=strides, base_dilations=base,
                      window_dilations=dilations, padding=padding)
-    region = ctx.program.functions[op.attr("called_computations")[0]].body
-    why = body_reason(region)
-    if why:
-        raise unsupported(op, f"reduce_window: {why}")
+    region = op.regions[0]  # the called function's body (program.read_program attaches it)
     if order_sensitive(region) and \
             _order_unknown(window, inputs[0].shape.as_list()):
         raise unsupported(op, _ORDER_UNKNOWN)
     return _reduce_window(ctx, region, list(inputs[:count]), list(inputs[count:2 * count]),
                           window, [ctx.splat(v) for v in op.operands[count:2 * count]])
+
+
+def check_dynamic_reduce_window(op: Op) -> str | None:
+    if not op.regions:
+        return "dynamic_reduce_window without a body to reduce with"
+    why = body_reason(op.regions[0])
+    return f"reduce_window: {why}" if why else None
 
 
 def _reduce_window(ctx, region: Region, xs, inits, window: Window, init_consts):

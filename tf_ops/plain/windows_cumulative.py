@@ -20,13 +20,10 @@ import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain import elementwise as ew
-from tf_ops.plain import reductions
+from tf_ops.plain import op_rows, reductions
 
 # XLA's CPU compiler runs ReduceWindowRewriter with this base length.
 _BASE = 16
-# Bodies whose fold can be regrouped freely (associative, commutative, idempotent).
-_IDEMPOTENT = frozenset({"stablehlo.maximum", "stablehlo.minimum", "stablehlo.and",
-                         "stablehlo.or"})
 
 
 def cumulative(ctx, name, body_op, x, init, init_const, window):
@@ -47,7 +44,7 @@ def cumulative(ctx, name, body_op, x, init, init_const, window):
     reverse = {(n - 1, 0): False, (0, n - 1): True}.get(tuple(window.padding[axis]))
     if reverse is None:
         return None
-    if name in _IDEMPOTENT or (x.dtype == tf.bool and
+    if op_rows.idempotent(name) or (x.dtype == tf.bool and
                                name in ("stablehlo.add", "stablehlo.multiply")):
         scanned = _doubling(ctx, body_op, x, axis, n, reverse)
     elif name in ("stablehlo.add", "stablehlo.multiply") and x.dtype in ds.INTEGERS:
