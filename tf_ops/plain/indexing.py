@@ -108,6 +108,9 @@ def dynamic_gather(ctx, op: Op, operand, indices, slice_sizes):
 def _gather(operand, indices, dn: dict, slice_sizes: list):
     rank = operand.shape.rank
     ivd = dn["index_vector_dim"]
+    taken = _take(operand, indices, dn, slice_sizes)
+    if taken is not None:
+        return taken
     indices = _index_vectors_last(indices, ivd)
     n_batch = indices.shape.rank - 1
     start_map = list(dn["start_index_map"])
@@ -161,6 +164,45 @@ def _gather(operand, indices, dn: dict, slice_sizes: list):
     out = tf.gather_nd(operand, grid)  # [batch..., windowed..., rest...]
     axes = {d: n_batch + i for i, d in enumerate(windowed + rest)}
     return _arrange(out, list(range(n_batch)), axes, collapsed, dn["offset_dims"])
+
+
+def _take(operand, indices, dn: dict, slice_sizes: list):
+    """`tf.gather(operand, i, axis=d)` when the gather takes whole slices along one axis by
+    one index each (x[i], x[:, i], an embedding lookup) and its result keeps TF's axis order,
+    as a TF engineer writes it; else None. The indices are clamped into range as StableHLO
+    clamps them (at conversion when they are constants)."""
+    rank = operand.shape.rank
+    ivd = dn["index_vector_dim"]
+    start_map, collapsed = list(dn["start_index_map"]), list(dn["collapsed_slice_dims"])
+    # tf.gather takes int32/int64 indices only; other index types keep the general path.
+    if len(start_map) != 1 or collapsed != start_map or dn["operand_batching_dims"] \
+            or indices.dtype not in (tf.int32, tf.int64):
+        return None
+    d = start_map[0]
+    static = operand.shape.as_list()
+    if any(not isinstance(slice_sizes[a], int) or slice_sizes[a] != static[a]
+           for a in range(rank) if a != d):
+        return None
+    n_batch = indices.shape.rank - (0 if ivd == indices.shape.rank else 1)
+    if ivd != indices.shape.rank:
+        if ivd != indices.shape.rank - 1 or indices.shape[-1] != 1:
+            return None
+    # TF's gather puts the index's dimensions at d: the result's offset dims must be there.
+    offsets = [a for a in range(rank + n_batch - 1) if not d <= a < d + n_batch]
+    if list(dn["offset_dims"]) != offsets:
+        return None
+    limit = static[d] - 1 if static[d] is not None else \
+        tf.shape(operand, out_type=indices.dtype)[d] - 1
+    known = tf.get_static_value(indices) \
+        if tf.executing_eagerly() or indices.op.type == "Const" else None
+    if known is not None and isinstance(limit, int):
+        index = tf.constant(np.clip(known, 0, max(limit, 0)).astype(known.dtype).reshape(
+            known.shape[:n_batch]))
+    else:
+        index = indices if ivd == indices.shape.rank else tf.squeeze(indices, -1)
+        index = tf.clip_by_value(index, tf.zeros([], index.dtype),
+                                 tf.cast(tf.maximum(limit, 0), index.dtype))
+    return tf.gather(operand, index, axis=d)
 
 
 def _arrange(out, batch_axes: list, axis_of: dict, collapsed: set, offset_dims):

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_ops.plain import dim_arithmetic, op_table, symbolic
+from tf_ops.plain import dim_arithmetic, folding, op_table, symbolic
 from tf_ops.plain.errors import PlainLoweringError, unsupported
 from tf_ops.plain.program import Op, Program, Region
 
@@ -116,10 +116,10 @@ class Context:
             folded = dim_arithmetic.fold(op, inputs)
             if folded is not None:
                 return [symbolic.materialize(v) for v in folded] if tensors else folded
+            folded = folding.fold(self, entry, op, inputs)
+            if folded is not None:
+                return [symbolic.materialize(v) for v in folded] if tensors else folded
             if entry.operands == op_table.BROADCASTING:
-                if inputs and all(isinstance(v, symbolic.Splat) for v in inputs):
-                    folded = self._fold_splats(entry, op, inputs)
-                    return [symbolic.materialize(v) for v in folded] if tensors else folded
                 full = next((v for v in inputs if not symbolic.is_symbolic(v)), None)
                 inputs = symbolic.broadcastable(inputs)
             else:
@@ -151,18 +151,6 @@ class Context:
                 if result_type.dtype is not None:
                     output.set_shape(result_type.shape)
         return [symbolic.materialize(v) for v in outputs] if tensors else outputs
-
-    def _fold_splats(self, entry, op: Op, inputs: list) -> list:
-        """An elementwise op on constants of one value each: its own lowering run once on the
-        scalars, outside the graph (no op is built), giving constants of one value."""
-        with tf.init_scope():
-            scalars = [tf.constant(v.value, v.dtype) for v in inputs]
-            outputs = entry.emit(self, op, *scalars)
-            outputs = [outputs] if not isinstance(outputs, (list, tuple)) else list(outputs)
-            values = [np.asarray(o.numpy()).reshape(-1)[0] for o in outputs]
-        shape = max((v.shape for v in inputs), key=len)
-        return [symbolic.Splat(value, shape, tf.as_dtype(t.dtype))
-                for value, t in zip(values, op.result_types)]
 
     def splat(self, value_id: int) -> np.ndarray | None:
         """The scalar (0-d numpy array) that every element of value `value_id` holds, if it is a

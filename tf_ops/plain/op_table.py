@@ -135,7 +135,7 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.constant": Lowering(shapes.constant, operands=SYMBOLIC, elementwise=True,
                                     sort_key=True),
     "stablehlo.iota": Lowering(shapes.iota),
-    "stablehlo.dynamic_iota": Lowering(shapes.dynamic_iota),
+    "stablehlo.dynamic_iota": Lowering(shapes.dynamic_iota, operands=SYMBOLIC),
     "stablehlo.broadcast_in_dim": Lowering(shapes.broadcast_in_dim, operands=SYMBOLIC),
     "stablehlo.dynamic_broadcast_in_dim": Lowering(shapes.dynamic_broadcast_in_dim, operands=SYMBOLIC),
     "stablehlo.reshape": Lowering(shapes.reshape, operands=SYMBOLIC),

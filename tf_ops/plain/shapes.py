@@ -38,22 +38,26 @@ def constant(ctx, op):
 
 def iota(ctx, op):
     result = op.result_types[0]
-    return _iota(list(result.shape), op.attr("iota_dimension"), _dtype(op))
+    return _iota(tuple(result.shape), op.attr("iota_dimension"), _dtype(op))
 
 
 def dynamic_iota(ctx, op, shape):
-    return _iota(tf.cast(shape, tf.int32), op.attr("iota_dimension"), _dtype(op))
+    return _iota(_shape_dims(op, shape), op.attr("iota_dimension"), _dtype(op))
 
 
-def _iota(shape, dimension: int, dtype: tf.DType):
-    shape = tf.convert_to_tensor(shape, tf.int32)
-    rank = int(shape.shape[0])
+def _iota(dims: tuple, dimension: int, dtype: tf.DType):
+    """0, 1, 2, ... along `dimension`: a constant where the size is static, else `tf.range`
+    of the run-time size; either kept symbolic as a broadcast along the other dimensions."""
+    size = dims[dimension]
     compute = tf.int32 if dtype.is_integer or dtype == tf.bool else dtype
-    values = tf.cast(tf.range(shape[dimension]), compute)
-    new_shape = tf.tensor_scatter_nd_update(tf.ones([rank], tf.int32), [[dimension]],
-                                            [shape[dimension]])
-    values = tf.reshape(values, new_shape)
-    return tf.cast(tf.broadcast_to(values, shape), dtype)
+    if isinstance(size, int):
+        values = tf.constant(np.arange(size).astype(dtype.as_numpy_dtype))
+    else:
+        values = tf.cast(tf.range(sym.materialize(sym.DimSize(size, tf.int32))), compute)
+        values = tf.cast(values, dtype) if values.dtype != dtype else values
+    if len(dims) == 1:
+        return values
+    return sym.Broadcast(values, (dimension,), tuple(dims))
 
 
 def broadcast_in_dim(ctx, op, x):
@@ -94,6 +98,14 @@ def _broadcast(ctx, x, dims: list, shape: tuple):
     if isinstance(x, sym.Broadcast):  # a broadcast of a broadcast: one broadcast of the source
         return sym.Broadcast(x.source, tuple(dims[d] for d in x.dims), shape)
     x = sym.materialize(x)
+    known = _small_constant(x)
+    if known is not None and all(isinstance(d, int) for d in shape):
+        expanded = [1] * len(shape)
+        for i, d in enumerate(dims):
+            expanded[d] = known.shape[i]
+        order = sorted(range(len(dims)), key=lambda i: dims[i])
+        return tf.constant(np.broadcast_to(
+            known.transpose(order).reshape(expanded), shape).copy(), x.dtype)
     if dims == list(range(len(shape))) and x.shape.as_list() == [
             d if isinstance(d, int) else None for d in shape] and all(
             isinstance(d, int) for d in shape):
@@ -109,7 +121,20 @@ def reshape(ctx, op, x):
         folded = dim_arithmetic.fold(op, [x])
         if folded is not None:
             return folded
-    return tf.reshape(sym.materialize(x), shape)
+    x = sym.materialize(x)
+    known = _small_constant(x)
+    if known is not None:
+        return tf.constant(known.reshape(shape), x.dtype)
+    return tf.reshape(x, shape)
+
+
+def _small_constant(x):
+    """The numpy value of a small Const tensor (indices, masks, tables JAX computed), else
+    None: moving it is done at conversion, not in the graph."""
+    if tf.executing_eagerly() or not isinstance(x, tf.Tensor) or x.op.type != "Const" \
+            or x.shape.num_elements() is None or x.shape.num_elements() > 1 << 16:
+        return None
+    return tf.get_static_value(x)
 
 
 def dynamic_reshape(ctx, op, x, shape):
@@ -160,19 +185,22 @@ def _pad(x, value, low, high, interior):
     """Interior padding first (values between elements), then edges; a negative edge crops."""
     rank = x.shape.rank
     for d in range(rank):
-        if isinstance(interior[d], int) and interior[d] == 0:
+        if isinstance(interior[d], (int, np.integer)) and interior[d] == 0:
             continue
         x = _interior_pad(x, value, d, interior[d])
-    paddings = [[tf.maximum(low[d], 0), tf.maximum(high[d], 0)] for d in range(rank)]
-    if all(isinstance(v, int) for d in range(rank) for v in (low[d], high[d])):
-        paddings = [[max(low[d], 0), max(high[d], 0)] for d in range(rank)]
+    def at_least_0(v):
+        return max(int(v), 0) if isinstance(v, (int, np.integer)) else tf.maximum(v, 0)
+
+    paddings = [[at_least_0(low[d]), at_least_0(high[d])] for d in range(rank)]
     if any(not (isinstance(v, int) and v == 0) for row in paddings for v in row):
+        if any(not isinstance(v, int) for row in paddings for v in row):
+            paddings = tf.stack([tf.stack([tf.cast(v, tf.int32) for v in row])
+                                 for row in paddings])
         x = tf.pad(x, paddings, constant_values=value)
-    begin = [tf.maximum(-low[d], 0) if not isinstance(low[d], int) else max(-low[d], 0)
-             for d in range(rank)]
-    crop_high = [tf.maximum(-high[d], 0) if not isinstance(high[d], int) else max(-high[d], 0)
-                 for d in range(rank)]
+    begin = [at_least_0(-low[d]) for d in range(rank)]
+    crop_high = [at_least_0(-high[d]) for d in range(rank)]
     if any(not (isinstance(v, int) and v == 0) for v in begin + crop_high):
+        begin = [tf.cast(v, tf.int32) if not isinstance(v, int) else v for v in begin]
         sizes = tf.shape(x, out_type=tf.int32)
         end = [sizes[d] - crop_high[d] for d in range(rank)]
         x = tf.strided_slice(x, tf.stack(begin) if begin else [], tf.stack(end) if end else [])
