@@ -100,15 +100,26 @@ def dot_general(ctx, op: Op, lhs, rhs):
     rhs_batch = list(numbers["rhs_batching_dimensions"])
     lhs_contract = list(numbers["lhs_contracting_dimensions"])
     rhs_contract = list(numbers["rhs_contracting_dimensions"])
-    return _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, _dtype(op))
+    return _rounded(ctx, op, _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
+                                  _dtype(op)))
 
 
 def dot(ctx, op: Op, lhs, rhs):
     """stablehlo.dot: vector/matrix products contracting lhs's last and rhs's first dim."""
-    return _dot(lhs, rhs, [], [], [lhs.shape.rank - 1], [0], _dtype(op))
+    return _rounded(ctx, op, _dot(lhs, rhs, [], [], [lhs.shape.rank - 1], [0], _dtype(op)))
+
+
+def _rounded(ctx, op: Op, y: tf.Tensor) -> tf.Tensor:
+    """The product `y` (in its compute type) as the op's result type; a bfloat16 result's
+    float32 value is kept for a convert to float32 (`Context.unrounded`)."""
+    result = _dtype(op)
+    if result == tf.bfloat16:
+        ctx.keep_unrounded(op.results[0], lambda: y)
+    return _from_matmul_type(y, result)
 
 
 def _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, result: tf.DType):
+    """The product in `_matmul_type(result)`."""
     compute = _matmul_type(result)
     lhs = _to_matmul_type(lhs, result, compute)
     rhs = _to_matmul_type(rhs, result, compute)
@@ -119,7 +130,7 @@ def _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, result: tf.
     if y is None:
         y = _batched_matmul(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
                             lhs_free, rhs_free)
-    return _from_matmul_type(y, result)
+    return y
 
 
 def _dense_matmul(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, lhs_free,
@@ -179,16 +190,17 @@ def convolution(ctx, op: Op, lhs, rhs):
     padding = op.attr("padding")
     padding = [[int(lo), int(hi)] for lo, hi in padding] if padding is not None \
         else [[0, 0]] * n
-    return _convolution(op, lhs, rhs, padding)
+    return _convolution(ctx, op, lhs, rhs, padding)
 
 
 def dynamic_conv(ctx, op: Op, lhs, rhs, padding):
     """A convolution whose padding ([spatial, 2] ints) is computed at run time (JAX writes it
     for SAME padding of symbolic sizes)."""
-    return _convolution(op, lhs, rhs, [static_or_unstacked(row) for row in tf.unstack(padding)])
+    return _convolution(ctx, op, lhs, rhs,
+                        [static_or_unstacked(row) for row in tf.unstack(padding)])
 
 
-def _convolution(op: Op, lhs, rhs, padding):
+def _convolution(ctx, op: Op, lhs, rhs, padding):
     numbers = op.attr("dimension_numbers")
     result = _dtype(op)
     result_type = op.result_types[0]
@@ -224,11 +236,18 @@ def _convolution(op: Op, lhs, rhs, padding):
     else:
         compute = ds.float_compute_type(result)
         y = _conv_nhwc(tf.cast(lhs, compute), tf.cast(rhs, compute), attrs)
+        if result == tf.bfloat16:  # for a convert to float32 (`Context.unrounded`)
+            wide = y
+            ctx.keep_unrounded(op.results[0], lambda: _transpose(wide, _inverse(out_perm)))
         y = tf.cast(y, result) if y.dtype != result else y
-    inverse = [0] * (n + 2)
-    for i, d in enumerate(out_perm):
+    return _transpose(y, _inverse(out_perm))
+
+
+def _inverse(permutation: list) -> list:
+    inverse = [0] * len(permutation)
+    for i, d in enumerate(permutation):
         inverse[d] = i
-    return _transpose(y, inverse)
+    return inverse
 
 
 def _zeros_result(lhs, rhs, result_type, out_perm):

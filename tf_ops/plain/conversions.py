@@ -3,6 +3,8 @@ with StableHLO's (XLA CPU's) semantics where TF's differ.
 
 - float -> integer converts NaN to 0 and saturates out-of-range values (TF's Cast wraps);
 - complex -> real keeps the real part;
+- bfloat16 -> float32 right after bfloat16 arithmetic takes the float32 value XLA computed
+  before rounding it (`Context.unrounded`);
 - reduce_precision rounds the mantissa half to even and then, comparing the exponent field
   alone as XLA does, flushes every value below the target's smallest normal to a signed zero
   (the target has no subnormals) and every value above its largest finite to infinity. It
@@ -26,6 +28,10 @@ def convert(ctx, op, x):
     to = _result_dtype(op)
     if x.dtype == to:
         return x
+    if x.dtype == tf.bfloat16 and to == tf.float32:
+        unrounded = ctx.unrounded(op.operands[0])  # XLA's value before rounding to bf16
+        if unrounded is not None:
+            return unrounded
     if to == tf.bool:
         return tf.not_equal(x, tf.zeros_like(x))
     if x.dtype in ds.FLOATS and to in ds.INTEGERS:

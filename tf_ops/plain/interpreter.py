@@ -8,7 +8,8 @@ run time (`Context.dims`), so a graph traced with a `None` batch serves every ba
 from __future__ import annotations
 
 import collections
-from typing import Sequence
+import dataclasses
+from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -16,6 +17,14 @@ import tensorflow as tf
 from tf_ops.plain import dim_arithmetic, folding, op_table, symbolic
 from tf_ops.plain.errors import PlainLoweringError, unsupported
 from tf_ops.plain.program import Op, Program, Region
+
+# Elementwise ops XLA's CPU backend computes in float32 when they are bfloat16 (float
+# normalization), so that a following convert to float32 takes the unrounded value. Data
+# movement (reshape, transpose, select, slices) runs on the bfloat16 bits.
+_BF16_COMPUTED_IN_F32 = frozenset("stablehlo." + name for name in (
+    "add subtract multiply divide remainder maximum minimum power atan2 negate abs sign "
+    "exponential exponential_minus_one log log_plus_one logistic sqrt rsqrt cbrt tanh sine "
+    "cosine tan floor ceil round_nearest_even round_nearest_afz clamp").split())
 
 # Ops whose result holds the same scalar as their first operand (a float convert rounds it).
 _SPLAT_KEEPING = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.dynamic_broadcast_in_dim",
@@ -73,6 +82,10 @@ class Context:
         self._scope = collections.ChainMap()
         # Values that hold one repeated constant (`splat`), by value id.
         self._splats: dict[int, np.ndarray] = {}
+        # bfloat16 results: the op and inputs that made them, and float32 values before
+        # rounding (`unrounded`).
+        self._bf16_producers: dict[int, tuple[Op, list[tf.Tensor]]] = {}
+        self._unrounded: dict[int, tf.Tensor] = {}
 
     def call(self, name: str, args: list[tf.Tensor], splats: Sequence | None = None
              ) -> list[tf.Tensor]:
@@ -137,6 +150,8 @@ class Context:
             outputs = [outputs]
         outputs = list(outputs)
         self._note_splat(op)
+        if op.result_types and op.result_types[0].element == "bf16":
+            self._bf16_producers[op.results[0]] = (op, inputs)
         if len(outputs) != len(op.results):
             raise PlainLoweringError(f"lowering of {op.name} gave {len(outputs)} results for "
                                      f"{len(op.results)}")
@@ -164,6 +179,34 @@ class Context:
         if isinstance(value, symbolic.Splat):
             return np.asarray(value.value).reshape(())
         return self._splats.get(value_id)
+
+    def keep_unrounded(self, value_id: int, make: Callable[[], tf.Tensor]) -> None:
+        """Records how to get the float32 value a bfloat16 result was rounded from (a
+        contraction's), built only if a convert asks for it."""
+        self._unrounded[value_id] = make
+
+    def unrounded(self, value_id: int) -> tf.Tensor | None:
+        """The float32 value XLA's CPU backend gives `convert(v, f32)` for the bfloat16 value
+        `value_id`, if it is not v itself: XLA computes bfloat16 arithmetic (elementwise ops,
+        dots, convolutions) in float32 and rounds the result, and a convert to float32 right
+        after takes the value before that rounding (measured on jax 0.10.2: conv -> astype(f32)
+        is the unrounded conv; through a reshape, transpose or select it is rounded). Other
+        users of the result see it rounded. None where the convert takes v as it is."""
+        if value_id in self._unrounded:
+            if callable(self._unrounded[value_id]):
+                self._unrounded[value_id] = self._unrounded[value_id]()
+            return self._unrounded[value_id]
+        op, inputs = self._bf16_producers.get(value_id, (None, None))
+        if op is None or op.name not in _BF16_COMPUTED_IN_F32 or len(op.results) != 1:
+            return None
+        wide_inputs = [tf.cast(x, tf.float32) if x.dtype == tf.bfloat16 else x for x in inputs]
+        wide_op = dataclasses.replace(op, result_types=tuple(
+            dataclasses.replace(t, element="f32", dtype=np.dtype(np.float32))
+            for t in op.result_types))
+        value = op_table.OP_TABLE[op.name].emit(self, wide_op, *wide_inputs)
+        value = value[0] if isinstance(value, (list, tuple)) else value
+        self._unrounded[value_id] = value
+        return value
 
     def _note_splat(self, op: Op) -> None:
         if op.name == "stablehlo.constant":

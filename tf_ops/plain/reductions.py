@@ -11,12 +11,17 @@ Where TF and XLA differ:
 - float max/min propagate NaN (TF's reduce_max/min do not reliably), as StableHLO specifies;
   XLA's CPU backend itself drops NaNs from long max/min reductions (measured: jnp.max of
   1000 values with one NaN is NaN, of 5000 values is not), where this lowering still gives NaN;
+- float max/min order -0.0 below +0.0 (TF's kernels return either zero on that tie);
 - and/or/xor of integers have no TF reduce op: reduced bit by bit;
 - f16/bf16 sums and products accumulate in float32 and round once. XLA's CPU backend rounds
   every partial result to the narrow type (in a 32-wide tree), so long sums differ from JAX by
   up to a few of the narrow type's ulps; the result is the more accurate one;
 - the init value is applied once, as `body(init, reduction)` (XLA's CPU loop starts its
-  accumulator from it), and an empty reduction gives the init value exactly.
+  accumulator from it; an identity init adds no op, `combine_init`), and an empty reduction
+  gives the init value exactly;
+- float sums run in TF's order, not XLA's (a tree of 32-wide sequential windows below about
+  4,000 elements, YNNPACK's vectorized kernels above): they agree to rounding, and partial sums
+  that overflow in one order only can make one result infinite and the other finite.
 """
 from __future__ import annotations
 

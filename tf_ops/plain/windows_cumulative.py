@@ -109,22 +109,29 @@ def _scan(x, reverse, is_add, init: _Init):
     n = x.shape[-1]
     if n <= _BASE:
         return _suffix_folds(x, is_add, init) if reverse else _prefix_folds(x, is_add, init)
-    batch = tf.shape(x)[:-1]
+    rank = x.shape.rank
     rows = -(-n // _BASE)
-    padded = tf.concat([x, init.fill(tf.concat([batch, [rows * _BASE - n]], 0))], -1)
-    tiles = tf.reshape(padded, tf.concat([batch, [rows, _BASE]], 0))
+    static = x.shape[:-1].as_list()
+    batch = static if None not in static else tf.shape(x)[:-1]
+
+    def shape(*tail):
+        return batch + list(tail) if isinstance(batch, list) else tf.concat([batch, tail], 0)
+
+    def pad_last(t, low, high):  # with the init, as XLA pads
+        return tf.pad(t, [[0, 0]] * (rank - 1) + [[low, high]], constant_values=init.tensor)
+
+    tiles = tf.reshape(pad_last(x, 0, rows * _BASE - n), shape(rows, _BASE))
     tiles.set_shape(x.shape[:-1].concatenate([rows, _BASE]))
     if not reverse:
         scanned = _prefix_folds(tiles, is_add, init)
         carries = _scan(scanned[..., -1], False, is_add, init)   # inclusive over the rows
-        carries = tf.concat([init.fill(tf.concat([batch, [1]], 0)), carries[..., :-1]], -1)
+        carries = pad_last(carries[..., :-1], 1, 0)               # exclusive
     else:
         scanned = _suffix_folds(tiles, is_add, init)
         carries = _scan(scanned[..., 0], True, is_add, init)
-        carries = tf.concat([carries[..., 1:], init.fill(tf.concat([batch, [1]], 0))], -1)
+        carries = pad_last(carries[..., 1:], 0, 1)
     combined = scanned + carries[..., None] if is_add else scanned * carries[..., None]
-    flat = tf.reshape(combined, tf.concat([batch, [rows * _BASE]], 0))
-    return flat[..., :n]
+    return tf.reshape(combined, shape(rows * _BASE))[..., :n]
 
 
 def _prefix_folds(x, is_add, init: _Init):
