@@ -16,6 +16,13 @@ A block runs the way a reader of the page would run it:
   tests/tfjs` (.ci/run) installed from tests/tfjs/package-lock.json, after checking that the
   lock pins the VERSION the page installs. The `node FILE` command that follows is then the
   reader's command, resolving `@tensorflow/tfjs` from `./node_modules` as it would;
+- likewise `pip install --no-deps tensorflowjs==4.22.0 tensorflow-hub==0.16.1 tf-keras==2.21.0`,
+  the TF.js page's step for tensorflowjs's own converter: the runner adds the folder where
+  those exact pins are installed `--no-deps --target` ($JAX2TF_NATIVE_TFJS_PY, default
+  ~/.cache/jax2tf_native/tensorflowjs-4.22.0, the folder tests/tfjs/test_convert_jax.py uses;
+  `install_tfjs_python` fills it) to the page's `sys.path`, as the reader's install adds them
+  to the environment. Where that folder cannot be filled (no package index), the step and the
+  Python blocks that import tensorflowjs are reported as not run, with the reason;
 - a block that runs the test suite (pytest) is not run (the suite runs this file's pages);
 - ```text, ```console, untagged and other blocks are shown output: not run.
 
@@ -30,6 +37,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +59,11 @@ NO_NODE_REASON = ("needs Node and tests/tfjs/node_modules, missing here "
                   "(npm ci --prefix tests/tfjs)")
 JS_WITHOUT_FILE_REASON = ('JavaScript without a file name: give the block title="FILE.mjs" and '
                           "run it with `node FILE.mjs` in a later block")
+NO_TFJS_PY_REASON = ("needs tensorflowjs's Python converter in $JAX2TF_NATIVE_TFJS_PY "
+                     "(tools.doc_blocks.install_tfjs_python), missing here")
+TFJS_PY_PINS = ("tensorflowjs==4.22.0", "tensorflow-hub==0.16.1", "tf-keras==2.21.0")
+# Why a block a reader runs may be left out here: an optional runtime this machine lacks.
+ALLOWED_NOT_RUN = (NO_NODE_REASON, NO_TFJS_PY_REASON)
 # A shell command that installs software, at the start of a command (after &&, ;, |, sudo).
 _INSTALL_COMMAND = re.compile(
     r"(?:^|&&|\|\||;|\||\bsudo\s+)\s*"
@@ -58,6 +72,8 @@ _INSTALL_COMMAND = re.compile(
     re.MULTILINE)
 # The TF.js pages' install step, alone in its block (comment lines aside).
 _NPM_INSTALL_TFJS = re.compile(r"\A(?:\s*#.*\n)*\s*npm install @tensorflow/tfjs@(\S+)\s*\Z")
+_PIP_TFJS = re.compile(r"\A(?:\s*#.*\n)*\s*pip install --no-deps ((?:\S+==\S+ *)+)\s*\Z")
+_IMPORTS_TFJS = re.compile(r"^\s*(?:from|import)\s+tensorflowjs\b", re.MULTILINE)
 _RUNS_NODE = re.compile(r"(?:^|&&|;|\|)\s*node\s", re.MULTILINE)
 # The suite runs this file's pages: a page running the suite would run itself again.
 _TEST_COMMAND = re.compile(r"\bpytest\b")
@@ -73,8 +89,8 @@ class Block:
       line: the 1-based line of the opening fence in the .md file.
       tag: the fence's language tag, lowercased ("" when untagged).
       text: the block's content, the fence's indentation removed.
-      kind: how it runs: "python", "shell", "file" (written to `file_name`), "npm_link" (the
-        TF.js install step, see the module docstring), or "none" (not run).
+      kind: how it runs: "python", "shell", "file" (written to `file_name`), "npm_link" and
+        "pip_path" (the TF.js pages' install steps, see the module docstring), or "none".
       reason: why a block is not run ("" for blocks that run).
       file_name: the fence's `title="..."`: the file a reader saves the block as ("" if none).
     """
@@ -109,6 +125,39 @@ def link_node_modules(version: str, workdir: str | os.PathLike = ".") -> None:
             f"the page installs @tensorflow/tfjs@{version}, the suite's tests/tfjs/"
             f"package-lock.json pins {locked}: make them the same version")
     os.symlink(NODE_MODULES, Path(workdir) / "node_modules", target_is_directory=True)
+
+
+def tfjs_python_dir() -> Path:
+    """Where tensorflowjs's Python converter is installed `--no-deps --target` for the suite."""
+    return Path(os.environ.get("JAX2TF_NATIVE_TFJS_PY",
+                               Path.home() / ".cache/jax2tf_native/tensorflowjs-4.22.0"))
+
+
+def tfjs_python_available() -> bool:
+    return (tfjs_python_dir() / "tensorflowjs" / "converters" / "jax_conversion.py").is_file()
+
+
+def install_tfjs_python() -> str:
+    """Installs `TFJS_PY_PINS` --no-deps into `tfjs_python_dir()` unless there; returns "" or,
+    when pip cannot (no package index), why."""
+    if tfjs_python_available():
+        return ""
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                             "--target", str(tfjs_python_dir()), *TFJS_PY_PINS],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        return f"pip could not install {' '.join(TFJS_PY_PINS)}: {result.stderr[-300:]}"
+    return ""
+
+
+def add_tfjs_python(pins: str) -> None:
+    """What the reader's `pip install --no-deps PINS` gives the page: those packages importable
+    (here from `tfjs_python_dir()`, after checking it holds exactly these versions)."""
+    wanted = set(pins.split())
+    if wanted != set(TFJS_PY_PINS):
+        raise RuntimeError(f"the page installs {sorted(wanted)}, the suite's folder holds "
+                           f"{sorted(TFJS_PY_PINS)} (tools/doc_blocks.py): make them the same")
+    sys.path.append(str(tfjs_python_dir()))
 
 
 def extract_blocks(page: str | os.PathLike) -> list[Block]:
@@ -157,8 +206,13 @@ def _kind_and_reason(tag: str, text: str, file_name: str) -> tuple[str, str]:
     if file_name and tag not in OUTPUT_TAGS:
         return "file", ""
     if tag in PYTHON_TAGS:
+        if _IMPORTS_TFJS.search(text) and not tfjs_python_available():
+            return "none", NO_TFJS_PY_REASON
         return "python", ""
     if tag in SHELL_TAGS:
+        pins = _PIP_TFJS.match(text)
+        if pins and any(pin.startswith("tensorflowjs==") for pin in pins.group(1).split()):
+            return ("pip_path", "") if tfjs_python_available() else ("none", NO_TFJS_PY_REASON)
         npm = _NPM_INSTALL_TFJS.match(text)
         if npm or _RUNS_NODE.search(text):
             if not node_available():
@@ -177,9 +231,15 @@ def _kind_and_reason(tag: str, text: str, file_name: str) -> tuple[str, str]:
     return "none", "shown, not run (only python, bash/sh and blocks with a file name run)"
 
 
-def npm_version(block: Block) -> str:
-    """The version an "npm_link" block installs."""
-    return _NPM_INSTALL_TFJS.match(block.text).group(1)
+def step_argument(block: Block) -> str:
+    """What a block's step needs besides its text: the file name, the npm version, the pins."""
+    if block.kind == "file":
+        return block.file_name
+    if block.kind == "npm_link":
+        return _NPM_INSTALL_TFJS.match(block.text).group(1)
+    if block.kind == "pip_path":
+        return " ".join(_PIP_TFJS.match(block.text).group(1).split())
+    return ""
 
 
 def files_never_run(blocks: list[Block]) -> list[Block]:
@@ -187,7 +247,7 @@ def files_never_run(blocks: list[Block]) -> list[Block]:
     unused = []
     for index, block in enumerate(blocks):
         if block.kind == "file" and not any(
-                (later.runs or later.reason == NO_NODE_REASON) and later.kind != "file"
+                (later.runs or later.reason in ALLOWED_NOT_RUN) and later.kind != "file"
                 and block.file_name in later.text for later in blocks[index + 1:]):
             unused.append(block)
     return unused

@@ -42,8 +42,8 @@ import time
 from pathlib import Path
 
 from tools.doc_blocks import (  # noqa: F401 (re-exported: the tests and callers use them here)
-    INSTALLS_REASON, JS_TAGS, MUST_RUN_TAGS, NO_NODE_REASON, OUTPUT_TAGS, PYTHON_TAGS,
-    SHELL_TAGS, Block, extract_blocks, files_never_run, npm_version)
+    ALLOWED_NOT_RUN, INSTALLS_REASON, JS_TAGS, MUST_RUN_TAGS, NO_NODE_REASON, OUTPUT_TAGS,
+    PYTHON_TAGS, SHELL_TAGS, Block, extract_blocks, files_never_run, step_argument)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PAGE_TIMEOUT_S = 300
@@ -99,9 +99,9 @@ class PageResult:
 
     @property
     def must_run_not_run(self) -> list[Block]:
-        """Python and JavaScript blocks not run (JavaScript where Node is missing aside)."""
+        """Python and JavaScript blocks not run (those needing a runtime missing here aside)."""
         return [b for b in self.blocks if b.tag in MUST_RUN_TAGS and not b.runs
-                and b.reason != NO_NODE_REASON]
+                and b.reason not in ALLOWED_NOT_RUN]
 
 
 def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) -> str:
@@ -116,8 +116,7 @@ def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) 
     for index, block in enumerate(blocks):
         if not block.runs:
             continue
-        argument = (block.file_name if block.kind == "file" else
-                    npm_version(block) if block.kind == "npm_link" else "")
+        argument = step_argument(block)
         steps.append(f"_doc_examples_step({index}, {block.line}, {block.kind!r}, "
                      f"{block.text!r}, {argument!r})")
     return textwrap.dedent(f'''\
@@ -159,6 +158,9 @@ def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) 
                 elif kind == "npm_link":
                     from tools.doc_blocks import link_node_modules
                     link_node_modules(argument)
+                elif kind == "pip_path":
+                    from tools.doc_blocks import add_tfjs_python
+                    add_tfjs_python(argument)
             except _doc_examples_subprocess.CalledProcessError as error:
                 print(f"the {{kind}} block at line {{line}} exited with status "
                       f"{{error.returncode}}", file=_doc_examples_sys.stderr)

@@ -30,6 +30,11 @@ def page_runs(request):
     """{page: Future of its PageResult} for the pages this session selected, all started."""
     selected = [item.callspec.params["page"] for item in request.session.items
                 if getattr(item, "module", None) is request.module and hasattr(item, "callspec")]
+    # The TF.js page's `pip install --no-deps tensorflowjs==...` step uses this folder
+    # (tools/doc_blocks.py); without a package index its blocks are reported as not run.
+    missing = doc_blocks.install_tfjs_python() if "docs/tfjs.md" in selected else ""
+    if missing:
+        print(f"docs/tfjs.md: tensorflowjs's converter blocks not run: {missing}")
     yield doc_examples.run_pages([REPO_ROOT / p for p in selected], jobs=2)
     doc_examples.stop_all()  # nothing left when every test waited; an interrupted run ends them
 
@@ -159,6 +164,15 @@ def test_runner_refuses_a_tfjs_version_the_suite_does_not_have(tmp_path):
     assert not result.ok and result.failed_block is result.blocks[0]
     assert "installs @tensorflow/tfjs@0.0.1" in result.error_tail
     assert doc_blocks.locked_tfjs_version() in result.error_tail
+
+
+def test_runner_refuses_tensorflowjs_pins_the_suite_does_not_have():
+    try:
+        doc_blocks.add_tfjs_python("tensorflowjs==4.0.0 tensorflow-hub==0.16.1 tf-keras==2.21.0")
+    except RuntimeError as e:
+        assert "tensorflowjs==4.0.0" in str(e) and "tensorflowjs==4.22.0" in str(e)
+    else:
+        raise AssertionError("other tensorflowjs pins were accepted")
 
 
 def test_collisions_name_the_pages_and_the_shared_files():
