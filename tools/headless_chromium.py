@@ -97,13 +97,17 @@ class Browser:
             preexec_fn=child_fds, pass_fds=(3, 4))
         os.close(to_browser_read)
         os.close(from_browser_write)
-        target = self._call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self._session = self._call("Target.attachToTarget",
-                                   {"targetId": target, "flatten": True})["sessionId"]
-        for method in ("Page.enable", "Runtime.enable", "Log.enable"):
-            self._call(method, session=True)
-        self._call("Page.setLifecycleEventsEnabled", {"enabled": True}, session=True)
-        self._viewport(self.width, self.height)
+        try:
+            target = self._call("Target.createTarget", {"url": "about:blank"})["targetId"]
+            self._session = self._call("Target.attachToTarget",
+                                       {"targetId": target, "flatten": True})["sessionId"]
+            for method in ("Page.enable", "Runtime.enable", "Log.enable"):
+                self._call(method, session=True)
+            self._call("Page.setLifecycleEventsEnabled", {"enabled": True}, session=True)
+            self._viewport(self.width, self.height)
+        except (BrowserError, OSError):
+            self.__exit__(None, None, None)  # no browser left behind
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
