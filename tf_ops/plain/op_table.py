@@ -141,6 +141,7 @@ OP_TABLE: dict[str, Lowering] = {
                                       operands=SYMBOLIC),
     # raised: JAX's decompositions of one TF op, put back by tf_ops/plain/rewrite
     "raised.unary": Lowering(raised.unary),
+    "raised.gelu": Lowering(raised.gelu),
     "raised.relu": Lowering(raised.relu),
     "raised.relu6": Lowering(raised.relu6),
     "raised.sigmoid": Lowering(raised.sigmoid),

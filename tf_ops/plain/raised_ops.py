@@ -15,6 +15,13 @@ def unary(ctx, op: Op, x):
     return _UNARY_KERNELS[op.attr("kernel")](x)
 
 
+def gelu(ctx, op: Op, x):
+    """Exact GELU in the erf form (rewrite/patterns.py says why)."""
+    half = tf.constant(0.5, x.dtype)
+    root_half = tf.constant(0.7071067811865476, x.dtype)
+    return (half * x) * (tf.math.erf(x * root_half) + tf.constant(1, x.dtype))
+
+
 def relu(ctx, op: Op, x):
     return tf.nn.relu(x)
 

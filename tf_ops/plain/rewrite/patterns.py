@@ -8,6 +8,11 @@
   `(x - max) - log(sum(exp(x - max)))` -> `raised.log_softmax`.
 - sigmoid: `1 / (1 + exp(-x))` (lax.logistic) -> `raised.sigmoid`.
 - mean: `reduce_sum(x, dims) / n` with n the number of reduced elements -> `raised.mean`.
+- exact GELU: `(0.5 * x) * erfc(-x * 0.70710677)` (jax.nn.gelu(approximate=False), its erfc
+  already raised by kernels.py) -> `raised.gelu`, which TF runs as `0.5 * x * (erf(x / sqrt 2)
+  + 1)`: the form TFLite fuses into one GELU and tf2onnx, Core ML and TF.js take (none of them
+  has Erfc). It differs from JAX's erfc form only where x is very negative and the result is
+  below 2^-24 * |x| (docs/exactness.md).
 
 Each match must be closed: the values inside the form feed only the form, so removing its ops
 changes nothing else. Broadcasts between the pieces may be static or dynamic and nested.
@@ -291,8 +296,45 @@ def _mean(g, i):
                     axes=axes, keepdims=keepdims), m.ops - {i})
 
 
+def _gelu(g, i):
+    op = g.region.ops[i]
+    if op.name != "stablehlo.multiply" or not _float_result(op, _GELU_MEASURED):
+        return None
+    for half_value, erfc_value in (op.operands, op.operands[::-1]):
+        m = _Match(g)
+        m.ops.add(i)
+        half = m.producer(half_value, "stablehlo.multiply")
+        erfc = m.producer(erfc_value, "raised.unary")
+        if half is None or erfc is None or erfc.attr("kernel") != "Erfc":
+            continue
+        x = _times_constant(m, half, 0.5)
+        scaled = m.producer(erfc.operands[0], "stablehlo.multiply")
+        if x is None or scaled is None:
+            continue
+        negated = _times_constant(m, scaled, np.float32(_SQRT_HALF))
+        neg = m.producer(negated, "stablehlo.negate") if negated is not None else None
+        if neg is None or neg.operands[0] != x or not m.closed(i):
+            continue
+        return _raised(op, "raised.gelu", (x,), (op.result_types[0],)), m.ops - {i}
+    return None
+
+
+_SQRT_HALF = 0.7071067811865476
+_GELU_MEASURED = ("f32",)
+
+
+def _times_constant(m: _Match, op: Op, constant) -> int | None:
+    """The other operand of `op` (a multiply) when one operand is the splat `constant` in the
+    op's type, else None."""
+    for a, b in (op.operands, op.operands[::-1]):
+        value = m.splat(b)
+        if value is not None and value == np.asarray(constant).astype(value.dtype):
+            return a
+    return None
+
+
 _PATTERNS = (_softmax, _log_softmax, _sigmoid, _mean, _relu)
-_SECOND_PASS = (_relu6,)
+_SECOND_PASS = (_relu6, _gelu)
 
 
 def _raise_region(region: Region) -> Region:
