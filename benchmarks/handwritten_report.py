@@ -193,9 +193,19 @@ def markdown(result: dict) -> str:
                 lines += ["", "Our SavedModel through tensorflowjs's converter (`strip_debug_ops`,"
                           f" `skip_op_check`) instead of our writer: "
                           f"{sum(extra.values())} nodes ("
-                          + ", ".join(f"{k} {v}" for k, v in sorted(extra.items())) + ")."]
+                          + ", ".join(f"{k} {v}" for k, v in sorted(extra.items())) + "); "
+                          "counted only, not run: without the op check it may write what "
+                          "TF.js cannot run (a `_FusedMatMul` with `GeluExact`: \"Activation "
+                          "geluexact has not been implemented for the CPU backend\")."]
     lines += ["", "## README row", "", readme_row(result)]
     return "\n".join(lines) + "\n"
+
+
+def _machine(result: dict) -> str:
+    load = result["load_average"]
+    text = (f"{result['environment']['cpus']} CPUs, 1-minute load {load['start']:.1f} at the "
+            f"start,\n{load['end']:.1f} at the end")
+    return text + ("\n(a busy machine: times are rough)" if max(load.values()) > 2.5 else "")
 
 
 def render(result: dict, path: str | Path) -> Path:
@@ -243,7 +253,7 @@ def render(result: dict, path: str | Path) -> Path:
     note.text(0.02, 0.95, "Black line: as many ops / as fast as\nthe hand-written Keras model.\n"
               "Bars right of the red line miss the\ntarget of issue 36.\n\n"
               "n/a: a side did not convert\n(see the tables of "
-              f"{Path(path).with_suffix('.md').name}).\n\n{result['machine_short']}",
+              f"{Path(path).with_suffix('.md').name}).\n\n{_machine(result)}",
               va="top", fontsize=12, transform=note.transAxes, color="#444444", linespacing=1.5)
     fig.suptitle("Plain graphs (enable_xla=False) vs the same models hand-written in Keras",
                  fontsize=14, x=0.0, ha="left")

@@ -240,6 +240,9 @@ def main(argv=None) -> None:
     unknown = [m for m in model_names if m not in PAIRS] + sorted(parts - set(PARTS))
     if unknown:
         parser.error(f"unknown {unknown}: models are {list(PAIRS)}, parts {list(PARTS)}")
+    if keras.backend.backend() != "tensorflow":
+        parser.error(f"the Keras models need KERAS_BACKEND=tensorflow, this process has "
+                     f"{keras.backend.backend()!r}: run it in a fresh process")
     rounds = args.rounds or (5 if args.quick else 30)
     start_load, started = os.getloadavg()[0], time.monotonic()
     tfjs_rounds = args.tfjs_rounds or (2 if args.quick else 10)
@@ -255,7 +258,6 @@ def main(argv=None) -> None:
         tfjs_rounds=tfjs_rounds,
         environment=environment, load_average=load, minutes=(time.monotonic() - started) / 60,
         machine=harness.machine_sentence(load),
-        machine_short=f"{environment['cpus']} CPUs, load {load['start']:.1f}–{load['end']:.1f}",
         command="python -m benchmarks.plain_vs_handwritten " + " ".join(
             sys.argv[1:] if argv is None else argv))
     text = report.markdown(result)
