@@ -133,8 +133,11 @@ class Context:
             if folded is not None:
                 return [symbolic.materialize(v) for v in folded] if tensors else folded
             if entry.operands == op_table.BROADCASTING:
-                full = next((v for v in inputs if not symbolic.is_symbolic(v)), None)
                 inputs = symbolic.broadcastable(inputs)
+                # The operand of the whole shape (one is materialized when all were symbolic).
+                full = max((v for v in inputs if isinstance(v, tf.Tensor)
+                            and v.shape.rank is not None),
+                           key=lambda v: v.shape.rank, default=None)
             else:
                 inputs = [symbolic.materialize(v) for v in inputs]
         outputs = entry.emit(self, op, *inputs)

@@ -117,3 +117,12 @@ def test_refusal_names_op_dtype_and_source():
                        r"Fix: convert with enable_xla=True"):
         plain.check_program(program)
     assert isinstance(plain.PlainLoweringError("x"), NotImplementedError)
+
+
+def test_identity_rewrite_of_two_broadcasts_keeps_the_result_shape():
+    # x + 0 -> x where both operands are broadcasts of scalars: the broadcast scalar must come
+    # back at the result's shape (jax.random's threefry adds a zero splat to a broadcast key).
+    def f(s):
+        return jnp.broadcast_to(s, (200,)) + jnp.zeros((200,), jnp.uint32), \
+            jnp.ones((3, 4), jnp.float32) * jnp.broadcast_to(s.astype(jnp.float32), (3, 4))
+    assert_lowers_like_jax(f, np.uint32(7), rtol=0, atol=0)
