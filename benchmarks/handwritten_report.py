@@ -1,4 +1,4 @@
-"""The report of benchmarks/plain_vs_handwritten.py: the targets of issue 36 checked per model,
+"""The report of benchmarks/plain_vs_handwritten.py: the targets checked per model,
 the markdown tables and the plot, all from the run's results dict (so `--render` can redraw a
 committed JSON).
 
@@ -136,7 +136,7 @@ def markdown(result: dict) -> str:
     found = checks(result)
     env = result["environment"]
     lines = [
-        "# Plain graphs vs the same models hand-written in Keras (issue 36)", "",
+        "# Plain graphs vs the same models hand-written in Keras", "",
         f"`{result['command']}` ({result['minutes']:.1f} min). {result['machine']} "
         f"JAX {env['jax']}, TF {env['tensorflow']}, Keras {env.get('keras', '?')}, "
         f"TF.js {result.get('tfjs_version') or '–'} (Node, CPU backend), Python "
@@ -257,7 +257,7 @@ def render(result: dict, path: str | Path) -> Path:
     note = axes.flat[3]
     note.axis("off")
     note.text(0.02, 0.95, "Black line: as many ops / as fast as\nthe hand-written Keras model.\n"
-              "Bars right of the red line miss the\ntarget of issue 36.\n\n"
+              "Bars right of the red line miss the\ntarget.\n\n"
               "n/a: a side did not convert\n(see the tables of "
               f"{Path(path).with_suffix('.md').name}).\n\n{_machine(result)}",
               va="top", fontsize=12, transform=note.transAxes, color="#444444", linespacing=1.5)

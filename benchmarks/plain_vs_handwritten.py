@@ -1,5 +1,5 @@
 """Plain graphs (`convert(f, enable_xla=False)`) vs the same models hand-written in Keras with
-the same weights (issue 36, point 1): op counts and latency in TF, TFLite and TF.js.
+the same weights: op counts and latency in TF, TFLite and TF.js.
 
 Per model of benchmarks/handwritten_pairs.py (MLP with exact GELU, CNN, pre-LN transformer
 block, ResNet block with batch norm), side by side in one process:

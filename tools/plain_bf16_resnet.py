@@ -77,7 +77,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    lines = ["# bfloat16 Flax ResNet through plain TF ops vs jax.jit (issue 35, class 10)", "",
+    lines = ["# bfloat16 Flax ResNet through plain TF ops vs jax.jit", "",
              f"jax {jax.__version__}, TF {__import__('tensorflow').__version__}, "
              f"{time.strftime('%Y-%m-%d')}; `python tools/plain_bf16_resnet.py`. Inference "
              "mode; loss sum(logits**2); per-parameter numbers are max|diff| over the "
