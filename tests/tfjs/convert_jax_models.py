@@ -9,10 +9,8 @@ The tensorflowjs recipe (docs/tfjs.md):
   undefined symbol _ZN3tsl7strings6StrCatB5cxx11ERKNS0_8AlphaNumE");
 - `jax_conversion.jax2tf = jax2tf_native`: its `jax2tf.convert(..., enable_xla=False)` gets plain
   TF ops instead of the peer's XlaCallModule ("Unsupported Ops in the model");
-- `strip_debug_ops=True, skip_op_check=True`: our shape assertions are `Assert` ops with a
-  `StringFormat` message, which TF.js has no kernel for; tensorflowjs's op check runs before
-  its debug_stripper removes them, so it must be skipped (tests/tfjs/test_convert_jax.py checks
-  the written op set against TF.js's op list instead).
+- tensorflowjs's default options: plain graphs have no `Assert` / `StringFormat` ops (shape
+  checks live in the signature), so its op check passes without `skip_op_check`.
 """
 from __future__ import annotations
 
@@ -74,7 +72,7 @@ def convert_all(tfjs_py_dir: str, out_dir: str) -> None:
             model.apply, params,
             input_signatures=[tf.TensorSpec((None, *dims), tf.float32)],
             polymorphic_shapes=["(b, " + ", ".join(map(str, dims)) + ")"],
-            model_dir=f"{out_dir}/{name}", strip_debug_ops=True, skip_op_check=True)
+            model_dir=f"{out_dir}/{name}")
 
 
 if __name__ == "__main__":
