@@ -102,7 +102,7 @@ def convert_to_tfjs(saved_model_dir: str | os.PathLike, out_dir: str | os.PathLi
     graph_def = nan_guards.strip(graph.as_graph_def())
     graph_def = tfjs_graph.strip_assertions(graph_def, output_names)
     graph_def = tfjs_graph.erfc_as_erf(graph_def)
-    graph_def = tfjs_graph.simplify(graph_def, graph, output_names)
+    graph_def = tfjs_graph.optimize(graph_def, graph, output_names)
     problems = _op_problems(graph_def) + _boundary_problems(input_keys, inputs, "input") \
         + _boundary_problems(output_keys, outputs, "output")
     weights, weight_problems = _extract_weights(graph_def)

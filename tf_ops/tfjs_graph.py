@@ -20,10 +20,16 @@ from tensorflow.python.grappler import cluster as gcluster
 from tensorflow.python.grappler import tf_optimizer
 from tensorflow.python.training.saver import export_meta_graph
 
+from tf_ops import tfjs_fusion
+
 # Debug ops of our shape assertions (tf_ops/plain/control_flow.custom_call): TF.js has no Assert
 # or StringFormat kernel. TF.js checks the fixed dimensions of each input against the
 # signature; relations between symbolic dimensions go unchecked in TF.js (docs/tfjs.md).
 _ASSERTION_OPS = frozenset({"Assert", "StringFormat", "PrintV2", "Print", "CheckNumerics"})
+# Constants first (the parameters' arithmetic becomes Consts the affine fold reads), then the
+# passes tensorflowjs runs before its own folds.
+_CONSTANT_PASSES = ["pruning", "constfold", "dependency"]
+_SIMPLIFY_PASSES = ["pruning", "constfold", "arithmetic", "dependency"] * 2
 
 
 def frozen_graph(concrete_function) -> tuple[tf.Graph, list, list]:
@@ -92,20 +98,31 @@ def erfc_as_erf(graph_def):
     return result
 
 
-def simplify(graph_def, graph, output_names: list[str]):
-    """Grappler's pruning, constant folding and arithmetic passes (twice), as tensorflowjs does.
+def optimize(graph_def, graph, output_names: list[str]):
+    """Grappler's simplification and the folds and fusions tensorflowjs's converter makes.
 
-    Folds the shape arithmetic of fixed dimensions into constants: fewer ops for TF.js to run,
-    and the graph TF.js sees is the one tensorflowjs's own converter would give it.
+    Grappler's pruning, constant folding and arithmetic passes (twice, as tensorflowjs runs
+    them) fold the shape arithmetic of fixed dimensions and the parameters' arithmetic into
+    constants; per-channel affine ops after a convolution or matmul are folded into its weights
+    and a `BiasAdd`, and `Conv2D`/`MatMul` + `BiasAdd` + activation become `_FusedConv2D`/
+    `_FusedMatMul` (`tf_ops.tfjs_fusion`). The affine fold runs between a constant-folding
+    pass and the arithmetic passes: a `BiasAdd` before a `Relu` keeps Grappler from moving the
+    `Relu` after a following `MaxPool` (its arithmetic pass leaves a `Relu` the remapper could
+    fuse in place), so the `Relu` fuses into the convolution as in the hand-written model.
     """
+    graph_def = _grappler(graph_def, graph, output_names, _CONSTANT_PASSES)
+    graph_def = tfjs_fusion.fold_channel_affine(graph_def, output_names)
+    graph_def = _grappler(graph_def, graph, output_names, _SIMPLIFY_PASSES)
+    return tfjs_fusion.fuse_bias_activation(graph_def, output_names)
+
+
+def _grappler(graph_def, graph, output_names: list[str], passes: list[str]):
     with graph.as_default():
         meta_graph = export_meta_graph(graph_def=graph_def, graph=graph)
     for name in output_names:
         meta_graph.collection_def["train_op"].node_list.value.append(name.split(":")[0])
     config = config_pb2.ConfigProto()
-    config.graph_options.rewrite_options.optimizers[:] = [
-        "pruning", "constfold", "arithmetic", "dependency",
-        "pruning", "constfold", "arithmetic", "dependency"]
+    config.graph_options.rewrite_options.optimizers[:] = passes
     cluster = gcluster.Cluster(disable_detailed_stats=True, disable_timeline=True)
     return tf_optimizer.OptimizeGraph(config, meta_graph, cluster=cluster)
 

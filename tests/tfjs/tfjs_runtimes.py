@@ -61,6 +61,20 @@ def run_in_node(model_dir, inputs: dict[str, np.ndarray], repeat: int = 0):
     return _arrays(data["outputs"]), data["ms_per_call"]
 
 
+def run_calls_in_node(calls: list[tuple[object, dict[str, np.ndarray]]]) -> list[list]:
+    """Runs each (model_dir, inputs) in one Node process; returns each call's outputs (numpy
+    arrays in signature order)."""
+    node = require_node()
+    with tempfile.TemporaryDirectory() as tmp:
+        request, result = Path(tmp, "calls.json"), Path(tmp, "results.json")
+        request.write_text(json.dumps([{"model": str(model_dir), "inputs": _request(inputs)}
+                                       for model_dir, inputs in calls]))
+        proc = subprocess.run([node, str(HERE / "run_model.js"), "--calls", str(request),
+                               str(result)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return [_arrays(r["outputs"]) for r in json.loads(result.read_text())]
+
+
 _PAGE = """<!doctype html><html><body><pre id="out">running</pre>
 <script src="/tfjs/tf.min.js"></script>
 <script>
