@@ -6,14 +6,15 @@
   Signature       -- a further named entry point (other function, TF pre/post-processing).
   manifest        -- what we record inside the SavedModel (readable without JAX).
   save_tfjs, save_model_tfjs -- a JAX function / framework model as a TF.js graph model.
-  inspect, verify, tflite, tfjs -- read, run and convert a SavedModel without JAX.
+  inspect, verify, tflite, tflite_int8, tfjs -- read, run, convert and quantize a SavedModel
+                  without JAX.
   cli             -- the `jax2tf-native` command line (`python -m saved_model_tools`).
 
 This package is the top layer: it imports `jax2tf_native` and `tf_ops`, nothing imports it
 (docs/architecture.md; tests/test_layers.py checks it). Inside it there are two sides:
 
   reading (no JAX): atomic_dir, cli, commands, export_command, inspect*, manifest,
-    reference_file, tf_envs, tflite, verify*, warmup -- they run on a serving host that has
+    reference_file, tf_envs, tflite*, verify*, warmup -- they run on a serving host that has
     TensorFlow and no JAX, and import no writing-side module, not even inside a function;
   writing (needs JAX): writer*, signature, pytree_inputs, references, framework_models, demo,
     demo_saved_model.
@@ -42,8 +43,8 @@ _WRITING_NAMES = {
 _SUBMODULES = frozenset({
     "atomic_dir", "cli", "commands", "demo", "demo_saved_model", "export_command",
     "framework_models", "inspect", "large_write", "manifest", "pytree_inputs", "reference_file",
-    "references", "signature", "tf_envs", "tfjs", "tfjs_command", "tflite", "verify", "warmup",
-    "writer", "writer_exported", "writer_tfjs",
+    "references", "signature", "tf_envs", "tfjs", "tfjs_command", "tflite", "tflite_int8",
+    "verify", "warmup", "writer", "writer_exported", "writer_tfjs",
 })
 
 

@@ -155,7 +155,7 @@ class TfliteReport:
         return "\n".join(lines) + "\n"
 
 
-def _error_lines(error: Exception) -> tuple[str, ...]:
+def converter_error_lines(error: Exception) -> tuple[str, ...]:
     """The converter's distinct "location: message" error lines (it prints whole MLIR dumps)."""
     found = []
     for raw in str(error).splitlines():
@@ -193,12 +193,12 @@ def _convert(saved_model_dir: Path, signature: str, fixed_batch: int | None, ops
     # On failure MLIR prints every diagnostic with its full call-site chain to fd 2; the
     # exception carries the same errors, of which the report keeps one line each.
     with native_stderr_captured(), contextlib.redirect_stdout(io.StringIO()), \
-            _without_nan_guards(saved_model_dir) as directory:
+            without_nan_guards(saved_model_dir) as directory:
         return _converter(directory, signature, fixed_batch, ops).convert()
 
 
 @contextlib.contextmanager
-def _without_nan_guards(saved_model_dir: Path):
+def without_nan_guards(saved_model_dir: Path):
     """The SavedModel as TFLite gets it: without the NaN guards of plain graphs (tf_ops.
     nan_guards: TFLite's kernels decide NaN results, as for a hand-written model). A model
     without guards is used as it is; otherwise a temporary copy of saved_model.pb with the
@@ -223,7 +223,8 @@ def _without_nan_guards(saved_model_dir: Path):
         yield copy
 
 
-def _tflite_ops(model: bytes) -> tuple[str, ...]:
+def operators(model: bytes) -> tuple[str, ...]:
+    """The distinct operators of a .tflite flatbuffer, sorted (tf.lite's Analyzer)."""
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         tf.lite.experimental.Analyzer.analyze(model_content=model)
@@ -326,7 +327,7 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
     try:
         model = _convert(directory, signature, batch_size, [tf.lite.OpsSet.TFLITE_BUILTINS])
     except Exception as e:  # ConverterError, or a legalization failure raised another way
-        errors = _error_lines(e)
+        errors = converter_error_lines(e)
         try:
             selected = _convert(directory, signature, batch_size,
                                 [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS])
@@ -336,7 +337,7 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
                               " it"))
         except Exception as e2:
             selected = None
-            select_note = "also fails: " + "; ".join(_error_lines(e2))
+            select_note = "also fails: " + "; ".join(converter_error_lines(e2))
         if selected is None or not allow_select_tf_ops:
             return TfliteReport(str(directory), signature, None, "not-converted", None, 0, (), {},
                                 batch_size, errors, select_note, (),
@@ -415,5 +416,5 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
         os.replace(partial, out)
         written = str(out)
     return TfliteReport(str(directory), signature, written, status, ops_set, len(model),
-                        _tflite_ops(model), shape_signatures, batch_size, errors, select_note,
+                        operators(model), shape_signatures, batch_size, errors, select_note,
                         tuple(checks), time.perf_counter() - start)

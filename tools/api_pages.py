@@ -65,6 +65,8 @@ SUBMODULE_PAGES = {
     "saved_model_tools.verify.VerifyError": "saved_model_tools.verify.VerifyError",
     "saved_model_tools.tflite.convert_to_tflite": "saved_model_tools.tflite.convert_to_tflite",
     "saved_model_tools.tflite.TfliteReport": "saved_model_tools.tflite.TfliteReport",
+    "saved_model_tools.tflite_int8.quantize_int8": "saved_model_tools.tflite_int8.quantize_int8",
+    "saved_model_tools.tflite_int8.Int8Report": "saved_model_tools.tflite_int8.Int8Report",
     "saved_model_tools.tfjs.convert_to_tfjs": "saved_model_tools.tfjs.convert_to_tfjs",
     "saved_model_tools.tfjs.TfjsReport": "saved_model_tools.tfjs.TfjsReport",
     "saved_model_tools.tfjs.TfjsExportError": "saved_model_tools.tfjs.TfjsExportError",

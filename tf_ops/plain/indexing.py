@@ -125,9 +125,11 @@ def _gather(operand, indices, dn: dict, slice_sizes: list):
     # A dimension no index moves has its window at 0: slice it, then the gather takes it whole.
     static = operand.shape.as_list()
     if any(not (isinstance(slice_sizes[d], int) and slice_sizes[d] == static[d]) for d in rest):
-        size = tf.stack([tf.constant(-1, _I64) if d in indexed else sizes[d]
-                         for d in range(rank)])
-        operand = tf.slice(operand, tf.zeros([rank], _I64), size)
+        # int32 begin and size: TFLite's Slice with int64 ones keeps a stale output size
+        # under a dynamic batch (the gather after it then reads out of bounds).
+        size = tf.cast(tf.stack([tf.constant(-1, _I64) if d in indexed else sizes[d]
+                                 for d in range(rank)]), tf.int32)
+        operand = tf.slice(operand, tf.zeros([rank], tf.int32), size)
 
     if len(indexed) == 1 and not batching and indexed[0] in collapsed:
         # One index picks one element of one axis (x[i], x[:, i], emb[tokens]): tf.gather on

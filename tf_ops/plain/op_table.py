@@ -196,6 +196,7 @@ OP_TABLE: dict[str, Lowering] = {
     "raised.softmax": Lowering(raised.softmax),
     "raised.log_softmax": Lowering(raised.log_softmax),
     "raised.mean": Lowering(raised.mean),
+    "raised.avg_pool": Lowering(raised.avg_pool),
 }
 
 # Custom call targets (`stablehlo.custom_call`'s row dispatches on them); anything else is a

@@ -53,3 +53,13 @@ def log_softmax(ctx, op: Op, x):
 
 def mean(ctx, op: Op, x):
     return tf.reduce_mean(x, axis=list(op.attr("axes")), keepdims=op.attr("keepdims", False))
+
+
+def avg_pool(ctx, op: Op, x):
+    """TF's AvgPool over H and W of NHWC (rewrite/patterns.py says when it equals JAX's
+    average): VALID or SAME as TF pads, or the zeros of count_include_pad=True padded first."""
+    padding = op.attr("padding")
+    if padding == "EXPLICIT":
+        x = tf.pad(x, op.attr("pads"))
+        padding = "VALID"
+    return tf.nn.avg_pool2d(x, op.attr("ksize"), op.attr("strides"), padding)

@@ -15,6 +15,9 @@ import tensorflow as tf
 
 from tf_ops.plain.program import Op
 
+# The most dimensions a view's tensors have (TFLite's kernels take at most 5).
+MAX_RANK = 5
+
 
 @dataclasses.dataclass(frozen=True)
 class Window:
@@ -132,14 +135,18 @@ class View:
 
     TF's StridedSlice with strides > 1 is slow on CPU (~30x a plain slice for a 3x3/2 pool),
     so a strided dimension of length L is padded to a multiple of its stride s and split as
-    [L / s, s]: element o + i*s is then [o // s + i, o % s], a unit-stride slice.
+    [L / s, s]: element o + i*s is then [o // s + i, o % s], a unit-stride slice (where the
+    splits keep the view within `MAX_RANK` dimensions; otherwise strided slices).
     """
 
     def __init__(self, padded: tf.Tensor, window: Window):
         self.window = window
         self.spans = _spans(padded, window)
         strides = window.strides
-        self.split = all(is_int(st) for st in strides) and any(st > 1 for st in strides)
+        # Split only up to 5 dimensions: TFLite's Slice, Reshape and StridedSlice take no
+        # more (a 2x2/2 pool of NHWC would be 6-D); beyond, strided slices of the operand.
+        self.split = all(is_int(st) for st in strides) and 0 < sum(
+            st > 1 for st in strides) <= MAX_RANK - padded.shape.rank
         self.counts = [span if is_int(st) and st == 1 else (span + st - 1) // st
                        for span, st in zip(self.spans, strides)]
         self.tensor = padded

@@ -228,7 +228,7 @@ EXAMPLES: tuple[Example, ...] = (
     ex("stablehlo.optimization_barrier", [], lax.optimization_barrier, F),
     # ---------------------------------------------------------------- indexing
     ex("stablehlo.gather", ["GatherV2"], lambda x: x[jnp.array([2, 0])], F),
-    ex("stablehlo.dynamic_gather", {"Cast": 2, "GatherV2": 1, "Maximum": 1, "Minimum": 1, "Pack": 1, "Slice": 1, "StridedSlice": 4, "Sub": 1}, module=_RAW_DYNAMIC_GATHER,
+    ex("stablehlo.dynamic_gather", {"Cast": 3, "GatherV2": 1, "Maximum": 1, "Minimum": 1, "Pack": 1, "Slice": 1, "StridedSlice": 4, "Sub": 1}, module=_RAW_DYNAMIC_GATHER,
        args=(F, np.array([[2], [0]], np.int32)), reference=lambda x, i: x[i[:, 0]]),
     ex("stablehlo.scatter", {"AddV2": 1, "BroadcastTo": 3, "Cast": 3, "ExpandDims": 2, "Fill": 1, "GatherV2": 2, "GreaterEqual": 1, "LessEqual": 1, "LogicalAnd": 2, "Pack": 1, "Range": 1, "Reshape": 6, "StridedSlice": 5, "Sub": 1, "TensorScatterAdd": 1, "Where": 1}, lambda x: x.at[jnp.array([0, 2])].add(1.0), F),
     ex("stablehlo.dynamic_slice", {"AddV2": 1, "Cast": 2, "Less": 1, "Maximum": 2, "Minimum": 2, "Pack": 1, "SelectV2": 1, "Slice": 1, "StridedSlice": 2, "Sub": 2}, lambda x, i: lax.dynamic_slice(x, (i, 0), (2, 4)), F,
@@ -295,4 +295,7 @@ EXAMPLES: tuple[Example, ...] = (
     ex("raised.softmax", ["Minimum", "Softmax", "Sum"], jax.nn.softmax, F),
     ex("raised.log_softmax", ["LogSoftmax"], jax.nn.log_softmax, F),
     ex("raised.mean", ["Mean"], lambda x: jnp.mean(x, -1), F),
+    ex("raised.avg_pool", ["AvgPool"],
+       lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4.0,
+       IMG, poly=("b, 6, 6, 3",)),
 )

@@ -4,6 +4,7 @@ non-identity inits, long windows (the while-loop fold), NaN, and max-pool gradie
 and padding, with a symbolic batch."""
 import dataclasses
 
+import flax.linen as linen
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -30,6 +31,39 @@ def test_pools_with_symbolic_batch():
     x = RNG.standard_normal((2, 7, 9, 3)).astype(np.float32)
     assert_lowers_like_jax(lambda x: (_max_pool(x), _avg_pool(x)), x,
                            polymorphic_shapes=["b, 7, 9, 3"], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("window, strides, padding, count_include_pad, tf_ops", [
+    ((2, 2), (2, 2), "VALID", True, {"AvgPool"}),
+    ((3, 3), (2, 2), "VALID", False, {"AvgPool"}),
+    ((3, 3), (2, 2), "SAME", False, {"AvgPool"}),  # TF's SAME divides by the inside count
+    ((3, 3), (1, 1), "SAME", True, {"AvgPool", "Pad"}),  # JAX divides by 9: zeros padded
+    ((2, 3), (1, 2), ((1, 0), (2, 1)), True, {"AvgPool", "Pad"}),
+])
+def test_flax_average_pools_are_tf_avg_pool(window, strides, padding, count_include_pad, tf_ops):
+    x = RNG.standard_normal((2, 7, 9, 3)).astype(np.float32)
+    x[1, 3, 4, 2] = np.nan
+    types = assert_lowers_like_jax(
+        lambda x: linen.avg_pool(x, window, strides, padding, count_include_pad), x,
+        polymorphic_shapes=["b, 7, 9, 3"], rtol=1e-6, atol=1e-6)
+    assert types - {"Placeholder", "Identity", "Const"} == tf_ops
+
+
+def test_average_pool_tf_cannot_express_keeps_jax_form_within_5d():
+    # count_include_pad=False with padding other than TF's SAME: TF's AvgPool would divide by
+    # another count, so the division stays; a 2x2/2 window sum alone is no average either.
+    # Their windowed views stay within 5 dimensions (TFLite's Slice and Reshape limit).
+    x = RNG.standard_normal((2, 8, 8, 3)).astype(np.float32)
+    pools = lambda x: (linen.avg_pool(x, (2, 2), (2, 2), ((1, 0), (0, 1)), False),
+                       lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"))
+    types = assert_lowers_like_jax(pools, x, polymorphic_shapes=["b, 8, 8, 3"])
+    assert "AvgPool" not in types
+    program = lowered(pools, (x,), ["b, 8, 8, 3"])
+    concrete = tf.function(lambda v: plain.run_program(program, [v]), autograph=False,
+                           input_signature=[tf.TensorSpec([None, 8, 8, 3])]
+                           ).get_concrete_function()
+    ranks = [t.shape.rank for op in concrete.graph.get_operations() for t in op.outputs]
+    assert max(r for r in ranks if r is not None) <= 5
 
 
 def test_nan_propagates_through_max_pool():

@@ -13,6 +13,12 @@
   + 1)`: the form TFLite fuses into one GELU and tf2onnx, Core ML and TF.js take (none of them
   has Erfc). It differs from JAX's erfc form only where x is very negative and the result is
   below 2^-24 * |x| (docs/exactness.md).
+- average pooling over H and W of NHWC: `reduce_window(x, 0, add) / n` (flax's `avg_pool`,
+  count_include_pad=True: n the window size; with padding, the zeros padded explicitly) or
+  `/ reduce_window(ones)` (count_include_pad=False, VALID or TF's SAME padding: the count of
+  the window's elements inside x, which is what TF's AvgPool divides by) -> `raised.avg_pool`.
+  Where neither holds (e.g. count_include_pad=True with TF's SAME padding and no explicit pad)
+  the form stays: TF's SAME AvgPool would divide by another count.
 
 Each match must be closed: the values inside the form feed only the form, so removing its ops
 changes nothing else. Broadcasts between the pieces may be static or dynamic and nested.
@@ -25,6 +31,7 @@ import numpy as np
 
 from tf_ops.plain.program import Op, Program, Region
 from tf_ops.plain.rewrite import graph
+from tf_ops.plain.windowed_view import Window
 
 _BROADCASTS = ("stablehlo.broadcast_in_dim", "stablehlo.dynamic_broadcast_in_dim")
 _FLOATS = ("f16", "bf16", "f32", "f64")
@@ -333,7 +340,73 @@ def _times_constant(m: _Match, op: Op, constant) -> int | None:
     return None
 
 
-_PATTERNS = (_softmax, _log_softmax, _sigmoid, _mean, _relu)
+def _sum_pool(m: _Match, value):
+    """(x, x's shape, window) when `value` sums 2-D windows of NHWC x from 0 (no dilation,
+    static H and W, at least one window along each), else None."""
+    pool = m.producer(value, "stablehlo.reduce_window")
+    if pool is None or len(pool.operands) != 2 or m.splat(pool.operands[1]) != 0:
+        return None
+    body = pool.regions[0]
+    if len(body.ops) != 1 or body.ops[0].name != "stablehlo.add" \
+            or pool.operand_types[0].rank != 4:
+        return None
+    window = Window.of(pool, 4)
+    if any(d != 1 for d in window.base_dilations + window.window_dilations) \
+            or any([window.dims[d], window.strides[d]] != [1, 1] or window.padding[d] != [0, 0]
+                   for d in (0, 3)):
+        return None
+    shape = pool.operand_types[0].shape
+    if any(shape[d] is None or min(window.padding[d]) < 0
+           or shape[d] + sum(window.padding[d]) < window.dims[d] for d in (1, 2)):
+        return None
+    return pool.operands[0], shape, window
+
+
+def _same_padding(shape, window: Window) -> bool:
+    """Whether the window's padding of H and W is TF's SAME padding (static sizes)."""
+    for d in (1, 2):
+        size, extent, stride = shape[d], window.dims[d], window.strides[d]
+        total = max((-(-size // stride) - 1) * stride + extent - size, 0)
+        if window.padding[d] != [total // 2, total - total // 2]:
+            return False
+    return True
+
+
+def _avg_pool(g, i):
+    op = g.region.ops[i]
+    if op.name != "stablehlo.divide" or not _float_result(op, _MEASURED):
+        return None
+    m = _Match(g)
+    m.ops.add(i)
+    found = _sum_pool(m, op.operands[0])
+    if found is None:
+        return None
+    x, x_shape, window = found
+    padded = any(p != [0, 0] for p in window.padding)
+    count = m.splat(op.operands[1])
+    if count is not None:  # count_include_pad: every window divided by its size
+        if count != np.prod(window.dims):
+            return None
+        padding = "EXPLICIT" if padded else "VALID"
+    else:  # divided by the count of x's elements in each window (a pool of ones)
+        source, _ = m.unbroadcast(op.operands[1])
+        ones = _sum_pool(m, source)
+        if ones is None or ones[2] != window or m.splat(ones[0]) != 1:
+            return None
+        if not padded:
+            padding = "VALID"
+        elif _same_padding(x_shape, window):
+            padding = "SAME"
+        else:
+            return None
+    if not m.closed(i):
+        return None
+    return (_raised(op, "raised.avg_pool", (x,), (op.result_types[0],), ksize=window.dims,
+                    strides=window.strides, padding=padding, pads=window.padding),
+            m.ops - {i})
+
+
+_PATTERNS = (_softmax, _log_softmax, _sigmoid, _mean, _relu, _avg_pool)
 _SECOND_PASS = (_relu6, _gelu)
 
 
