@@ -12,7 +12,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from tf_ops.plain import op_table
+from tf_ops.plain import op_sources, op_table
 from tf_ops.plain.errors import PlainLoweringError, unsupported
 from tf_ops.plain.program import Op, Program, Region
 
@@ -85,7 +85,14 @@ class Context:
 
     def emit(self, op: Op, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
         entry = op_table.OP_TABLE[op.name]
-        outputs = entry.emit(self, op, *inputs)
+        sources = op_sources.active()
+        if sources is not None and not tf.executing_eagerly():
+            graph = tf.compat.v1.get_default_graph()
+            start = graph.version
+            outputs = entry.emit(self, op, *inputs)
+            sources.note(graph, start, graph.version, op.source)
+        else:
+            outputs = entry.emit(self, op, *inputs)
         if isinstance(outputs, (tf.Tensor, tf.Variable)) or not isinstance(outputs,
                                                                           (list, tuple)):
             outputs = [outputs]
