@@ -60,9 +60,9 @@ from tf_ops import gradient_ops, tape_state
 
 # Starts with jax2tf's own sentence (TF prefixes "Gradient explicitly disabled. Reason: ").
 PREVENT_GRADIENT_MESSAGE = (
-    "The jax2tf-converted function does not support gradients: it was converted by "
-    "jax2tf_native with with_gradient=False, so it has no gradient. Fix: convert with "
-    "with_gradient=True (the default).")
+    "The jax2tf-converted function does not support gradients. Use `with_gradient` parameter "
+    "to enable gradients: it was converted by jax2tf_native with with_gradient=False, so it "
+    "has no gradient. Fix: convert with with_gradient=True (the default).")
 
 GRADIENT_ORDER_MESSAGE = (
     "This gradient was built with gradient_order={order}: TF cannot save (or was asked not to "
