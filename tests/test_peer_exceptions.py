@@ -347,3 +347,34 @@ def test_gradient_graph_names_of_unwatched_inputs_deliberately_absent():
         ours = names(OURS, watch_y=False, gradient_mode=mode)
         assert outs | args <= ours and "jax2tf_vjp/jax2tf_out_3" not in ours, sorted(ours)
     assert "jax2tf_vjp/jax2tf_out_3" in names(OURS, watch_y=True)
+
+
+def test_tape_gradient_of_a_module_for_other_platforms_deliberately_has_guard_modules():
+    """The peer's suite (test_native_serialization_grad) counts 2 XlaCallModule ops in a tape
+    gradient's graph of a TPU-only function: jax2tf's VJP module and its forward. Ours holds 4:
+    our forward and backward modules, each after a platform guard (a tiny module asking which
+    platform runs the graph), so the call fails with our message and fix -- from a TF assert op,
+    InvalidArgumentError, where the peer's op raises NotFoundError (docs/compat.md, "jax2tf's
+    README recipes", several platforms)."""
+    x = np.arange(4, dtype=np.float32)
+
+    def graph_and_error(J):
+        f = J.convert(jnp.sin, native_serialization_platforms=("tpu",))
+
+        @tf.function(autograph=False)
+        def grad(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                return tape.gradient(f(x), x)
+        ops = [op for op in grad.get_concrete_function(x).graph.get_operations()
+               if op.type == "XlaCallModule"]
+        return ops, _raised(lambda: grad(tf.Variable(x)))
+    phrase = "The current platform CPU is not among the platforms required by the module: [TPU]"
+    peer_ops, peer_error = graph_and_error(PEER)
+    ours_ops, ours_error = graph_and_error(OURS)
+    assert len(peer_ops) == 2 and isinstance(peer_error, tf.errors.NotFoundError)
+    assert len(ours_ops) == 4 and isinstance(ours_error, tf.errors.InvalidArgumentError)
+    assert phrase in str(peer_error) and phrase in str(ours_error), str(ours_error)
+    # Two of ours are the guards: each module's platforms list says TPU, the guards' the host's.
+    assert sum(op.get_attr("platforms") == [b"TPU"] for op in ours_ops) == 2, [
+        op.get_attr("platforms") for op in ours_ops]
