@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import importlib.resources
+import json
 import re
 import sys
 import textwrap
@@ -25,6 +27,7 @@ import numpy as np
 
 import saved_model_tools
 from saved_model_tools import commands
+from tf_ops import platforms as tf_platforms   # imports neither JAX nor TF
 
 _INPUT_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*):(?P<dtype>[A-Za-z0-9_]+)"
                        r"\[(?P<dims>[^\[\]]*)\]$")
@@ -63,8 +66,8 @@ with its time, then verifies the model without JAX.
 for converters that read TF ops (TFLite, TF.js, tf2onnx).
 
 Exit codes: 0 saved and verified; 1 the save or the verify run failed; 2 a bad command
-(module, --input, --params, or inputs and parameters that do not fit the function), reported
-before anything is written.
+(module, --input, --params, --platforms, --target-tf, or inputs and parameters that do not fit
+the function), reported before anything is written.
 """
 
 
@@ -97,6 +100,37 @@ def parse_input(text: str) -> tuple[str, str, list[str]]:
 def format_input(name: str, dtype: str, dims) -> str:
     """The --input spelling of one input: ("x", "float32", ["b", "3"]) -> "x:float32[b,3]"."""
     return f"{name}:{dtype}[{','.join(map(str, dims))}]"
+
+
+def check_platforms(text: str | None) -> list[str] | None:
+    """--platforms "cpu,cuda" -> ["cpu", "cuda"]; unknown names are a CommandError."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",")]
+    try:
+        return list(tf_platforms.canonical_platforms(names))
+    except ValueError:
+        unknown = [n for n in names if n.lower() not in (*tf_platforms.JAX_PLATFORMS, "gpu")]
+        raise CommandError(
+            f"--platforms {text}: unknown platform(s) {unknown or names}. Fix: a comma-separated "
+            f"subset of {', '.join(tf_platforms.JAX_PLATFORMS)} (gpu means cuda), e.g. "
+            f"--platforms cpu,cuda.") from None
+
+
+def check_target_tf(text: str | None) -> None:
+    """--target-tf must be a TF version of the measured table (tf_ops/data/tf_targets.json,
+    read as data: tf_ops.tf_targets itself imports TensorFlow, which this check comes before)."""
+    if text is None:
+        return
+    table = importlib.resources.files("tf_ops").joinpath("data", "tf_targets.json")
+    measured = sorted(json.loads(table.read_text())["targets"],
+                      key=lambda v: tuple(map(int, v.split("."))))
+    match = re.match(r"^(\d+)\.(\d+)(?:\.\d+)?$", text.strip())
+    if not match or f"{match[1]}.{match[2]}" not in measured:
+        raise CommandError(
+            f"--target-tf {text}: not a TensorFlow version we measured; supported: "
+            f"{', '.join(measured)}. Fix: the serving TF's major.minor version, e.g. "
+            f"--target-tf {measured[-2]}, or leave it out for the installed TF.")
 
 
 def load_function(spec: str):
@@ -156,6 +190,8 @@ def run(args: argparse.Namespace, out=print) -> int:
     inputs = [parse_input(text) for text in args.input]
     if not inputs:
         raise CommandError("give at least one --input NAME:DTYPE[DIMS].")
+    platforms = check_platforms(args.platforms)
+    check_target_tf(args.target_tf)
     params = load_params(args.params) if args.params else {}
     function = load_function(args.function)
     saved_model_tools.export_fit.check_fits(function, args.function, params, args.params,
@@ -173,7 +209,7 @@ def run(args: argparse.Namespace, out=print) -> int:
     saved_model_tools.save(args.out, function, params, examples, polymorphic_shapes=specs,
                            input_names=[name for name, _, _ in inputs],
                            with_gradient=not args.no_gradient,
-                           platforms=args.platforms.split(",") if args.platforms else None,
+                           platforms=platforms,
                            overwrite=args.overwrite, progress=out,
                            target_tf=args.target_tf, enable_xla=not args.no_xla)
     out(f"saved {args.out} in {time.perf_counter() - start:.2f} s")

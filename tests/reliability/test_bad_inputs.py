@@ -358,7 +358,12 @@ CLI_CASES = [
      2, r"the following arguments are required: --out"),
     ("export_unknown_platform",
      lambda c: _export(c, "--input", "x:float32[b,4]", "--platforms", "cpu,vulkan"),
-     1, r"unknown: \['vulkan'\]"),
+     2, r"--platforms cpu,vulkan: unknown platform\(s\) \['vulkan'\]\. Fix: a comma-separated "
+        r"subset of cpu, cuda, rocm, tpu \(gpu means cuda\), e\.g\. --platforms cpu,cuda\."),
+    ("export_unknown_target_tf",
+     lambda c: _export(c, "--input", "x:float32[b,4]", "--target-tf", "2.99"),
+     2, r"--target-tf 2\.99: not a TensorFlow version we measured; supported: 2\.17, .*2\.21\. "
+        r"Fix: the serving TF's major\.minor version, e\.g\. --target-tf 2\.20"),
     # Issue 37: JAX's raw TypeError, exit 1, before; now the input, expected vs got, the fix.
     ("export_inputs_disagree_with_params", lambda c: _export(c, "--input", "x:float32[b,5]"),
      2, rf"--input x:float32\[b,5\] does not fit {USER_MODULE}:apply: dimension 1 of x is 5 "

@@ -190,3 +190,30 @@ def test_export_help_lists_the_dtypes_in_one_spelling_without_internals():
     assert "`" not in text, "raw Markdown backticks"
     assert "saved_model_tools" not in text and "lazy" not in text, "internal notes"
     assert "NAME:DTYPE[DIMS]" in text and "[SPEC]" not in text
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--platforms", "cpu,vulkan"],
+     "--platforms cpu,vulkan: unknown platform(s) ['vulkan']. Fix: a comma-separated subset of "
+     "cpu, cuda, rocm, tpu (gpu means cuda), e.g. --platforms cpu,cuda."),
+    (["--target-tf", "2.2"],
+     "--target-tf 2.2: not a TensorFlow version we measured; supported: 2.17, 2.18, 2.19, 2.20, "
+     "2.21. Fix: the serving TF's major.minor version, e.g. --target-tf 2.20, or leave it out "
+     "for the installed TF."),
+])
+def test_bad_platforms_and_target_tf_fail_before_jax_and_tensorflow(bad_input_project, option,
+                                                                     message):
+    """They ended after the TF import (10 s) as `ValueError: platforms must be a sequence ...
+    Fix: e.g. platforms=('cpu', 'cuda')` / `target_tf='2.99' ...`, exit 1, in the library's
+    spelling. Now the option as typed, exit 2, nothing written."""
+    code, errors, imported = _command(bad_input_project, "export", "cli_guide_model:predict",
+                                      "--params", "params.npz", "--input", "x:float32[b,3]",
+                                      *option, "--out", "models/m/1")
+    assert (code, errors) == (2, [f"jax2tf-native export: error: {message}"])
+    assert not {"tensorflow", "jax"} & imported
+    assert not (bad_input_project / "models").exists()
+
+
+def test_platform_names_as_jax_spells_them():
+    assert export_command.check_platforms("CPU,gpu") == ["cpu", "cuda"]
+    assert export_command.check_platforms(None) is None

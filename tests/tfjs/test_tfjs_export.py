@@ -135,6 +135,13 @@ def test_xla_saved_model_is_refused_naming_the_op_and_the_fix(tmp_path):
         f"XLA (XlaCallModule ops), which TF.js cannot run; nothing was written. Fix: export it "
         f"with --no-xla (enable_xla=False: plain TF ops) and convert that model.")
     assert not (tmp_path / "js").exists()
+    # The command as a user runs it: that one cause on one line, exit 4, nothing written.
+    proc = subprocess.run([sys.executable, "-m", "saved_model_tools", "tfjs", str(tmp_path / "sm"),
+                           "--out", str(tmp_path / "js")], capture_output=True, text=True)
+    lines = [l for l in proc.stderr.splitlines() if "oneDNN" not in l and "absl" not in l]
+    assert (proc.returncode, lines) == (4, [f"jax2tf-native tfjs: error: {info.value}"]), (
+        proc.returncode, proc.stderr[-2000:])
+    assert not (tmp_path / "js").exists()
 
 
 def test_float64_input_is_refused_naming_the_input(tmp_path):
