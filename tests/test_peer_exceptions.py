@@ -378,3 +378,28 @@ def test_tape_gradient_of_a_module_for_other_platforms_deliberately_has_guard_mo
     # Two of ours are the guards: each module's platforms list says TPU, the guards' the host's.
     assert sum(op.get_attr("platforms") == [b"TPU"] for op in ours_ops) == 2, [
         op.get_attr("platforms") for op in ours_ops]
+
+
+def test_graph_outputs_deliberately_get_the_static_sizes_of_static_inputs():
+    """In a tf.function traced at inputs more specific than polymorphic_shapes, ours gives the
+    outputs the sizes the module computes for them; jax2tf's XlaCallModule reports `None` (the
+    peer's suite asserts those Nones: shape_poly_test.py's test_simple_binary and
+    test_with_custom_vjp; docs/compat.md, "Static output shapes")."""
+    def f(x, y):
+        return x + jnp.sin(y)
+
+    signature = [tf.TensorSpec([2, None], tf.float32), tf.TensorSpec([2, 3], tf.float32)]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    shapes, values = {}, {}
+    for name, J in (("peer", PEER), ("ours", OURS)):
+        fn = tf.function(J.convert(f, polymorphic_shapes=["_, h", "_, h"]), autograph=False,
+                         input_signature=signature)
+        shapes[name] = tuple(fn.get_concrete_function().output_shapes)
+        values[name] = fn(x, x).numpy()
+    assert shapes == {"peer": (2, None), "ours": (2, 3)}, shapes
+    np.testing.assert_allclose(values["ours"], f(x, x), rtol=1e-6)
+    np.testing.assert_allclose(values["ours"], values["peer"], rtol=1e-6)
+    # Where TF does not know the size, ours says None as the peer does.
+    unknown = tf.function(OURS.convert(f, polymorphic_shapes=["_, h", "_, h"]), autograph=False,
+                          input_signature=[signature[0], signature[0]])
+    assert tuple(unknown.get_concrete_function().output_shapes) == (2, None)
