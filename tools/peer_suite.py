@@ -254,6 +254,9 @@ def _report(results: dict, meta: dict) -> str:
              "What is replaced, and how each suite runs: tools/peer_suite.py and "
              "tools/peer_suite_plugin.py."
              + (f" Ours: jax2tf_native at commit {meta['ours']}." if "ours" in meta else ""),
+             *([f"The jax2tf suite ran these files of jax/experimental/jax2tf/tests only: "
+                f"{', '.join(meta['jax2tf_files'])}."]
+               if "jax2tf" in results and meta.get("jax2tf_files", "all") != "all" else []),
              "",
              "| suite | tests | peer: passed / failed / skipped | ours: passed / failed / "
              "skipped | peer passes, ours fails (deliberate) | ours passes, peer fails |",
