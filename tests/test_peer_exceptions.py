@@ -318,14 +318,15 @@ def test_gradient_graph_names_as_the_peer():
     assert wanted <= ours, sorted(ours)
 
 
-def test_gradient_graph_names_of_unwatched_inputs_deliberately_absent():
+def test_gradient_graph_names_of_unwatched_inputs_as_the_peer():
     """jax2tf's VJP returns a cotangent per input, named jax2tf_vjp/jax2tf_out ... _3 for four
-    inputs; under a tape that watches three, our backward computes those three only (the
-    residual forward is exported for the watched inputs; docs/compat.md, "Graph names"), so
-    jax2tf_out_3 is absent -- unless the tape watches all four (the peer's suite:
-    test_input_output_naming)."""
-    def names(J, watch_y, **options):
-        f = J.convert(lambda xs, y: [jnp.add(x, y) for x in xs], **options)
+    inputs, also under a tape that watches three (the peer's suite: test_input_output_naming).
+    Ours computes the watched inputs' cotangents only; the unwatched input's name is kept on
+    zeros nothing reads, so the names match the peer's, and so do the gradients."""
+    xs0, y0 = [1., 2., 3.], 4.
+
+    def run(J, watch_y, **options):
+        f = J.convert(lambda xs, y: [jnp.sin(x) * y for x in xs], **options)
 
         @tf.function(autograph=False)
         def u(xs, y):
@@ -334,19 +335,22 @@ def test_gradient_graph_names_of_unwatched_inputs_deliberately_absent():
                 for t in xs + ([y] if watch_y else []):
                     tape.watch(t)
                 out = f(xs, y)
-            tape.gradient(out, xs + ([y] if watch_y else []))
-            return out
-        graph = u.get_concrete_function([1., 2., 3.], tf.constant(4.)).graph
-        return {op.name for op in graph.get_operations()
-                if op.name.startswith("jax2tf_vjp/jax2tf_")}
-    outs = {"jax2tf_vjp/jax2tf_out", "jax2tf_vjp/jax2tf_out_1", "jax2tf_vjp/jax2tf_out_2"}
-    args = {f"jax2tf_vjp/jax2tf_arg_{i}" for i in range(4)}
-    peer = names(PEER, watch_y=False)
-    assert outs | args | {"jax2tf_vjp/jax2tf_out_3"} <= peer, sorted(peer)
+            return tape.gradient(out, xs + ([y] if watch_y else []))
+        graph = u.get_concrete_function(xs0, tf.constant(y0)).graph
+        names = {op.name for op in graph.get_operations()
+                 if op.name.startswith("jax2tf_vjp/jax2tf_")}
+        return names, [g.numpy() for g in u(xs0, tf.constant(y0))]
+    peer, peer_grads = run(PEER, watch_y=False)
+    assert {"jax2tf_vjp/jax2tf_out_3", "jax2tf_vjp/jax2tf_arg_3"} <= peer, sorted(peer)
     for mode in ("residuals", "recompute"):
-        ours = names(OURS, watch_y=False, gradient_mode=mode)
-        assert outs | args <= ours and "jax2tf_vjp/jax2tf_out_3" not in ours, sorted(ours)
-    assert "jax2tf_vjp/jax2tf_out_3" in names(OURS, watch_y=True)
+        for watch_y in (False, True):
+            ours, grads = run(OURS, watch_y, gradient_mode=mode)
+            assert {n for n in ours if "jax2tf_out" in n} == {
+                n for n in peer if "jax2tf_out" in n}, (mode, watch_y, sorted(ours))
+            assert {f"jax2tf_vjp/jax2tf_arg_{i}" for i in range(4)} <= ours, sorted(ours)
+            want = [np.cos(x) * y0 for x in xs0] + ([sum(np.sin(xs0))] if watch_y else [])
+            np.testing.assert_allclose(grads, want, rtol=1e-6)
+    np.testing.assert_allclose(peer_grads, [np.cos(x) * y0 for x in xs0], rtol=1e-6)
 
 
 def test_tape_gradient_of_a_module_for_other_platforms_deliberately_has_guard_modules():

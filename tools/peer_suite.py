@@ -83,13 +83,6 @@ SUITES = {s.name: s for s in (
 # Tests the peer passes and ours fails on purpose: (suite, nodeid regex) -> (the docs/compat.md
 # section that explains it, why).
 DELIBERATE: dict[tuple[str, str], tuple[str, str]] = {
-    ("jax2tf", r"jax2tf_test\.py::Jax2TfTest::test_input_output_naming$"): (
-        "Graph names",
-        "the tape watches xs only; our backward computes the watched inputs' cotangents (the "
-        "residual forward is exported for them, gradients guide: What a call runs), so y's "
-        "cotangent and its name jax2tf_vjp/jax2tf_out_3 are not built; all other names are "
-        "jax2tf's (tests/test_peer_exceptions.py::"
-        "test_gradient_graph_names_of_unwatched_inputs_deliberately_absent)"),
     ("jax2tf", r"jax2tf_test\.py::Jax2TfTest::test_native_serialization_grad$"): (
         "jax2tf's README recipes",
         "it counts 2 XlaCallModule ops in the graph of a tape gradient of a TPU-only module; "
