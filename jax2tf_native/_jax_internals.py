@@ -10,6 +10,7 @@ import threading
 from typing import Any, Callable, Iterator
 
 import jax
+from jax._src.export import shape_poly as _shape_poly  # see jax_shape_assertion_message
 
 # Why: `geqrf_p` (Householder QR) and `geqp3_p` (column-pivoted QR) are bound directly by public
 # functions -- jnp.linalg.qr(mode="raw"), jnp.linalg.slogdet(method="qr"),
@@ -249,3 +250,55 @@ def bind_equation(eqn, values) -> list:
     with eqn.ctx.manager:
         outs = eqn.primitive.bind(*values, **params)
     return list(outs) if eqn.primitive.multiple_results else [outs]
+
+
+# Why: jax2tf's shape errors are JAX's own shape-assertion texts, in full ("Input shapes do not
+# match the polymorphic shapes specification. Expected value >= 1 for dimension variable 'b'.
+# Using the following polymorphic shapes specifications: args[0].shape = (2*b + a, a, c + b +
+# a). Obtained dimension variables: 'a' = 2 from ... Please see ... for more details."), and
+# "Cannot solve for values of dimension variables {'b'}. ..." for specs JAX cannot solve; the
+# peer's suite and its users match on them. We check shapes before the module runs (TF's shape
+# refinement would otherwise fail first with an MLIR dump), so we need the same texts without
+# running the module. JAX builds them in `jax._src.export.shape_poly.solve_dim_vars` (the
+# solution, and constraints carrying their message pieces) and formats them with actual sizes
+# in `ShapeConstraints.check_statically`; no public API exposes either. Arguments are named
+# args[0], args[1], ... by flat position (callers put their own paths back).
+def jax_unsolvable_message(structs) -> str | None:
+    """JAX's "Cannot solve for values of dimension variables ..." for these argument specs
+    (`jax.ShapeDtypeStruct`s, symbolic dimensions allowed), or None when JAX solves them."""
+    try:
+        _solve(tuple(structs))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def jax_shape_assertion_message(structs, actual_shapes) -> str | None:
+    """The message of the first shape assertion JAX's module would fail for arguments of
+    `actual_shapes` (ints), or None when all hold (or JAX cannot solve the specs)."""
+    try:
+        _, constraints, synthetic = _solve(tuple(structs))
+    except ValueError:
+        return None
+    env = {name: int(actual_shapes[arg][dim]) for name, arg, dim in synthetic}
+    try:
+        constraints.check_statically(_shape_poly.ShapeEvaluator(env))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _solve(structs: tuple):
+    tree = jax.tree_util.tree_structure((tuple(range(len(structs))), {}))
+    return _shape_poly.solve_dim_vars(structs, tree)
+
+
+def jax_dimension_sizes(structs, actual_shapes, shapes) -> list[list[int]]:
+    """`shapes` (symbolic in the dimension variables of `structs`) at the sizes JAX gives the
+    variables for arguments of `actual_shapes` (ints), by the same solving (see above)."""
+    solution, _, synthetic = _solve(tuple(structs))
+    from_arguments = _shape_poly.ShapeEvaluator(
+        {name: int(actual_shapes[arg][dim]) for name, arg, dim in synthetic})
+    variables = _shape_poly.ShapeEvaluator(
+        {var: int(from_arguments.evaluate(expr)) for var, expr in solution.items()})
+    return [[int(variables.evaluate(d)) for d in shape] for shape in shapes]

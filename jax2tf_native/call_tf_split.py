@@ -193,6 +193,10 @@ def _spec_string(aval) -> str | None:
     return f"({dims},)" if len(aval.shape) == 1 else f"({dims})"
 
 
+def _shape_text(shape) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
 def _bare_variables(avals) -> set[str]:
     return {str(d) for a in avals for d in a.shape
             if not isinstance(d, int) and str(d).isidentifier()}
@@ -289,6 +293,7 @@ class SplitFunction:
         for stage in self.stages:
             outs = stage.run(*[read(a) for a in stage.ins])
             if stage.is_tf:
+                self._check_declared_shapes(stage, outs, values)
                 outs = [tf.cast(o, self._tf_dtype(i)) for o, i in zip(outs, stage.outs)]
             env.update(zip(stage.outs, outs))
         outputs = [read(r) for r in self._out_refs]
@@ -299,6 +304,27 @@ class SplitFunction:
         if not tf.executing_eagerly():
             outputs = tf_arguments.named(outputs, "jax2tf_out")
         return jax.tree_util.tree_unflatten(self._out_tree, outputs)
+
+    def _check_declared_shapes(self, stage: _Stage, outs: Sequence, values: Sequence) -> None:
+        """A TF call's results against the shapes its `output_shape_dtype` declares, at the
+        sizes the call's arguments give (when they are known now: eagerly, or traced at static
+        shapes). Else the next module's input checks would blame its arguments."""
+        actual = [v.shape.as_list() for v in values]
+        if any(d is None for shape in actual for d in shape):
+            return
+        declared = [self._avals[i].shape for i in stage.outs]
+        wanted = _jax_internals.jax_dimension_sizes([s.struct for s in self.specs], actual,
+                                                    declared)
+        for out, shape, want in zip(outs, declared, wanted):
+            got = out.shape.as_list()
+            if len(got) == len(want) and all(g is None or g == w for g, w in zip(got, want)):
+                continue
+            raise CallTfShapeError(
+                f"{peer_phrase(True)}: the TensorFlow function called by call_tf returns "
+                f"shape {got}, where its output_shape_dtype declares {_shape_text(shape)} "
+                f"= {want} for these arguments. The shapes or dtypes returned by the "
+                f"TensorFlow function do not match the declared output_shape_dtype. Fix: "
+                f"declare the shape the TensorFlow function returns in output_shape_dtype.")
 
     def _tf_dtype(self, value_id: int) -> tf.DType:
         return tf_dtypes.to_tf_dtype(self._avals[value_id].dtype)

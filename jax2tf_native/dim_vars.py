@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from jax2tf_native.errors import ArgumentShapeError
+from jax2tf_native import _jax_internals
+from jax2tf_native.errors import ArgumentShapeError, PolymorphicShapeError
 from jax2tf_native.poly_specs import LeafSpec
 
 _CONSTRAINT_RE = re.compile(r"^(.*?)(>=|<=|==)(.*)$")
@@ -278,8 +279,8 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
     Raises:
       ArgumentShapeError: a rank or constant dimension differs, or known dimensions contradict a
         dimension variable, its >= 1 bound, or a constraint.
+      PolymorphicShapeError: JAX cannot solve the specs' dimension variables (JAX's text).
     """
-    asserts: list | None = [] if graph_asserts else None
     for spec, actual in zip(specs, actual_shapes):
         if len(actual) != len(spec.shape):
             _fail(f"{SPEC_MISMATCH} {spec.path} has rank {len(actual)} (shape {_fmt(actual)}), but the function "
@@ -291,6 +292,45 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
                       f"{want} there (shape {_fmt(spec.shape)}). Fix: pass shape "
                       f"{_fmt(spec.shape)}, or make that dimension symbolic in "
                       f"polymorphic_shapes.")
+    unsolvable = _jax_internals.jax_unsolvable_message([s.struct for s in specs])
+    if unsolvable is not None:
+        raise unsolvable_error(specs, _named(unsolvable, specs))
+    try:
+        return _solve_and_check(specs, actual_shapes, constraints, graph_asserts)
+    except ArgumentShapeError as e:
+        raise _with_jax_text(e, specs, actual_shapes) from None
+
+
+def unsolvable_error(specs: Sequence[LeafSpec], jax_message: str) -> PolymorphicShapeError:
+    """Our error for specs whose dimension variables JAX cannot solve, with JAX's text."""
+    given = "; ".join(f"{s.path}: {s.spec!r}" for s in specs if s.spec)
+    return PolymorphicShapeError(
+        f"JAX cannot compute the dimension variables from the input shapes ({given}): "
+        f"{jax_message} Fix: give every dimension variable a dimension that is the variable "
+        f"alone or a linear term like '2*b' or 'b + 1' in some argument.")
+
+
+def _named(jax_message: str, specs: Sequence[LeafSpec]) -> str:
+    """JAX's message with the arguments' own paths for its flat `args[i]`."""
+    return re.sub(r"args\[(\d+)\](?=\.shape)", lambda m: specs[int(m[1])].path, jax_message)
+
+
+def _with_jax_text(error: ArgumentShapeError, specs, actual_shapes) -> ArgumentShapeError:
+    """A failed check of known sizes, led by the text JAX's own shape assertion gives for them
+    (what jax2tf raises, to the character), then ours: what is wrong in words, and the fix."""
+    text = str(error)
+    known = all(isinstance(d, int) for shape in actual_shapes for d in shape)
+    if not (known and text.startswith(SPEC_MISMATCH) and ": " in text):
+        return error
+    jax_text = _jax_internals.jax_shape_assertion_message([s.struct for s in specs],
+                                                          actual_shapes)
+    if jax_text is None:
+        return error
+    return ArgumentShapeError(f"{_named(jax_text, specs)} In short: {text.split(': ', 1)[1]}")
+
+
+def _solve_and_check(specs, actual_shapes, constraints, graph_asserts: bool) -> list:
+    asserts: list | None = [] if graph_asserts else None
     dims = _symbolic_dims(specs, actual_shapes)
     if not graph_asserts:  # only what is known now: no op for run-time sizes
         dims = [dim for dim in dims if dim.actual is not None and not _is_tensor(dim.actual)]

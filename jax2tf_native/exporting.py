@@ -10,9 +10,9 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from jax2tf_native import _jax_internals, linalg_portable, tf_runner
+from jax2tf_native import _jax_internals, dim_vars, linalg_portable, tf_runner
 from jax2tf_native import shardings as shardings_lib
-from jax2tf_native.errors import ArgumentShapeError, PolymorphicShapeError, first_line
+from jax2tf_native.errors import ArgumentShapeError, first_line
 from jax2tf_native.linalg import nonsymmetric_rules
 from tf_ops import tf_targets, versions
 
@@ -191,11 +191,7 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
             raise indivisible from e
         if not str(e).startswith("Cannot solve for values of dimension variables"):
             raise
-        given = "; ".join(f"{s.path}: {s.spec!r}" for s in specs if s.spec)
-        raise PolymorphicShapeError(
-            f"JAX cannot compute the dimension variables from the input shapes ({given}): "
-            f"{first_line(e)} Fix: give every dimension variable a dimension that is "
-            f"the variable alone or a linear term like '2*b' or 'b + 1' in some argument.") from e
+        raise dim_vars.unsolvable_error(specs, first_line(e)) from e
     return tf_runner.prepare(exported, specs, constraints=constraints,
                              stablehlo_version=options.stablehlo_version,
                              tf_functions=tuple(tf_functions),

@@ -60,9 +60,9 @@ from tf_ops import gradient_ops, tape_state
 
 # Starts with jax2tf's own sentence (TF prefixes "Gradient explicitly disabled. Reason: ").
 PREVENT_GRADIENT_MESSAGE = (
-    "The jax2tf-converted function does not support gradients: it was converted by "
-    "jax2tf_native with with_gradient=False, so it has no gradient. Fix: convert with "
-    "with_gradient=True (the default).")
+    "The jax2tf-converted function does not support gradients. Use `with_gradient` parameter "
+    "to enable gradients: it was converted by jax2tf_native with with_gradient=False, so it "
+    "has no gradient. Fix: convert with with_gradient=True (the default).")
 
 GRADIENT_ORDER_MESSAGE = (
     "This gradient was built with gradient_order={order}: TF cannot save (or was asked not to "
@@ -213,7 +213,7 @@ def _gradient(node, xs, outs, residuals, gradient_order) -> Callable:
             if plan.every_array:
                 in_cts = [in_cts[i] for i in plan.diff_in]
             if not tf.executing_eagerly():
-                in_cts = tf_arguments.named(in_cts, "jax2tf_out")  # as jax2tf's
+                in_cts = _named_per_input(in_cts, plan.diff_in, xs)
             return _scatter(in_cts, plan.diff_in, len(xs))
 
     return grad
@@ -224,6 +224,18 @@ def _call_with_value(node, inputs: Sequence, value: Callable[[], list],
     """`node(*inputs)` whose value comes from `value()` (e.g. residuals) but whose gradient is
     `node`'s own exported VJP."""
     return _unit(node, inputs, lambda xs: (value(), None), gradient_order)
+
+
+def _named_per_input(in_cts: Sequence, diff_in: Sequence[int], xs: Sequence) -> list:
+    """The cotangents through identities named as jax2tf's VJP names its results: one
+    `jax2tf_out`, `jax2tf_out_1`, ... per input, in input order. jax2tf's VJP returns a
+    cotangent for every input; ours computes the differentiated ones only, so an input the
+    tape does not watch gets zeros that nothing reads (TF prunes them), to keep the names of
+    the inputs after it where tools look for them."""
+    by_input = dict(zip(diff_in, in_cts))
+    named = tf_arguments.named([by_input[i] if i in by_input else tf.zeros_like(x)
+                                for i, x in enumerate(xs)], "jax2tf_out")
+    return [named[i] for i in diff_in]
 
 
 def _scatter(in_cts: Sequence, diff_in: Sequence[int], n_inputs: int) -> list:

@@ -110,10 +110,17 @@ def unwrap_tf_containers(tree: Any) -> Any:
 def flatten_args(args: tuple, kwargs: dict) -> tuple[list[ArgLeaf], Any]:
     """Flattens (args, kwargs) into leaves and the pytree definition of the pair."""
     leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path((args, kwargs))
+    paths = [path_str("args" if key_path[0].idx == 0 else "kwargs", key_path[1:])
+             for key_path, _ in leaves_with_path]
+    if _jax_internals.inside_jax_transformation():
+        # Before any leaf is converted: under a JAX trace even `1.` becomes a tracer there.
+        for path, (_, leaf) in zip(paths, leaves_with_path):
+            if isinstance(leaf, jax.core.Tracer):
+                _reject_tracer(path, leaf)
+        reject_transformation("a JAX transformation (jax.jit, jax.vmap, jax.grad, or a nested "
+                              "convert)")
     result = []
-    for key_path, leaf in leaves_with_path:
-        root = "args" if key_path[0].idx == 0 else "kwargs"
-        path = path_str(root, key_path[1:])
+    for path, (_, leaf) in zip(paths, leaves_with_path):
         value = _to_tensor(path, leaf)
         try:
             dtype = dtypes.to_numpy_dtype(value.dtype)
@@ -126,7 +133,4 @@ def flatten_args(args: tuple, kwargs: dict) -> tuple[list[ArgLeaf], Any]:
                 f"tf.function an input_signature with a known rank (see "
                 f"jax2tf_native.input_signature).")
         result.append(ArgLeaf(path, value, shape, dtype))
-    if _jax_internals.inside_jax_transformation():
-        reject_transformation("a JAX transformation (jax.jit, jax.vmap, jax.grad, or a nested "
-                              "convert)")
     return result, treedef

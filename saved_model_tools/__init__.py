@@ -17,7 +17,7 @@ This package is the top layer: it imports `jax2tf_native` and `tf_ops`, nothing 
     reference_file, tf_envs, tflite*, verify*, warmup -- they run on a serving host that has
     TensorFlow and no JAX, and import no writing-side module, not even inside a function;
   writing (needs JAX): writer*, signature, pytree_inputs, references, framework_models, demo,
-    demo_saved_model.
+    demo_saved_model, export_fit.
 
 The one boundary between them is `__getattr__` below: the package's public writing names and
 its submodules are imported on first attribute access (`saved_model_tools.save`,
@@ -41,7 +41,7 @@ _WRITING_NAMES = {
 
 # Submodules the package resolves as attributes on first use (see the docstring).
 _SUBMODULES = frozenset({
-    "atomic_dir", "cli", "commands", "demo", "demo_saved_model", "export_command",
+    "atomic_dir", "cli", "commands", "demo", "demo_saved_model", "export_command", "export_fit",
     "framework_models", "inspect", "large_write", "manifest", "pytree_inputs", "reference_file",
     "references", "signature", "tf_envs", "tfjs", "tfjs_command", "tflite", "tflite_int8",
     "verify", "warmup", "writer", "writer_exported", "writer_tfjs",

@@ -38,12 +38,20 @@ def one_line(text: str, limit: int = 2000) -> str:
     return joined if len(joined) <= limit else joined[:limit - 3] + "..."
 
 
-def fail(args: argparse.Namespace, message: str, code: int) -> int:
-    """Prints one error line for `args.prog` and returns `code`; re-raises under --debug."""
+def fail(args: argparse.Namespace, message: str, code: int, *, listed: bool = False) -> int:
+    """Prints one error line for `args.prog` and returns `code`; re-raises under --debug.
+
+    With `listed`, a message whose later lines list several problems ("  - ...") keeps one
+    line per problem (at most 20), the first line being the error line."""
     if getattr(args, "debug", False) and sys.exc_info()[0] is not None:
         raise
     prog = getattr(args, "prog", None) or f"jax2tf-native {getattr(args, 'command', '')}".strip()
-    print(f"{prog}: error: {one_line(message)}", file=sys.stderr)
+    head, *items = str(message).split("\n  - ") if listed else [message]
+    print(f"{prog}: error: {one_line(head)}", file=sys.stderr)
+    for item in items[:20]:
+        print(f"  - {one_line(item, 1000)}", file=sys.stderr)
+    if len(items) > 20:
+        print(f"  ... and {len(items) - 20} more", file=sys.stderr)
     return code
 
 

@@ -1,21 +1,25 @@
-"""`jax2tf-native export MODULE:FUNCTION --params FILE --input NAME:DTYPE[SPEC] ... --out DIR`.
+"""`jax2tf-native export MODULE:FUNCTION --params FILE --input NAME:DTYPE[DIMS] ... --out DIR`.
 
 Exports a user's JAX function `FUNCTION(params, *inputs)` with parameters from a file as a
-SavedModel, printing each phase with its time. `--no-xla` writes ordinary TF ops instead of
-XlaCallModule ops (`enable_xla=False`): for serving without XLA (TF Serving GPU images without
-XLA's CUDA compiler, tensorflow-metal) and for converters that read TF ops (TFLite, tf2onnx,
-TF.js).
+SavedModel (`saved_model_tools.save`), then runs `verify` on it.
 
-A MODULE:FUNCTION that does not import, or a bad --input, fails before TensorFlow or JAX is
-imported (TensorFlow in `run`, JAX through the package's lazy `saved_model_tools.references` /
-`saved_model_tools.save`).
+The command's cheap checks come first, in the order of their cost: every `--input` (dtype
+included) is parsed, then the `--params` file is read (numpy), then MODULE:FUNCTION is imported
+(which imports JAX when the module does); `export_fit.check_fits` then traces the function
+abstractly to name an input or parameter that does not fit; only then is TensorFlow imported
+(in `run`). JAX is reached through the package's lazy attributes (`saved_model_tools.save`,
+`.export_fit`, `.references`): this module is on the reading side.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import importlib.resources
+import json
 import re
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -23,11 +27,48 @@ import numpy as np
 
 import saved_model_tools
 from saved_model_tools import commands
+from tf_ops import platforms as tf_platforms   # imports neither JAX nor TF
 
-_INPUT_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*):(?P<dtype>[a-z0-9]+)"
+_INPUT_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*):(?P<dtype>[A-Za-z0-9_]+)"
                        r"\[(?P<dims>[^\[\]]*)\]$")
 # Symbolic dimensions get this size in the example inputs the references are recorded at.
 EXAMPLE_SYMBOLIC_SIZE = 2
+
+# The dtypes an --input may name, with the other spellings JAX accepts or prints for each:
+# `float`/`int`/`uint`/`complex` mean what they mean in JAX without x64 (jnp.zeros(2, float)
+# is float32), never NumPy's float64/int64; f32, i32, bf16, ... are JAX's printed names.
+DTYPES = {
+    "float32": ("float", "f32"), "float16": ("f16", "half"), "bfloat16": ("bf16",),
+    "float64": ("f64", "double"),
+    "int8": ("i8",), "int16": ("i16",), "int32": ("int", "i32"), "int64": ("i64",),
+    "uint8": ("u8",), "uint16": ("u16",), "uint32": ("uint", "u32"), "uint64": ("u64",),
+    "bool": ("bool_",), "complex64": ("complex", "c64"), "complex128": ("c128",),
+}
+_DTYPE_NAMES = {alias: name for name, aliases in DTYPES.items() for alias in (name, *aliases)}
+
+
+def dtype_help() -> str:
+    """The accepted dtypes for `--help`: "float32 (float, f32), float16 (f16, half), ..."."""
+    return ", ".join(f"{name} ({', '.join(aliases)})" for name, aliases in DTYPES.items())
+
+
+_DESCRIPTION = f"""\
+Exports a JAX function FUNCTION(params, *inputs) from an importable module (the current
+directory is on the path) with its parameters from a file, as a SavedModel; prints each phase
+with its time, then verifies the model without JAX.
+
+--input NAME:DTYPE[DIMS], one per input after params, e.g. images:float32[b,28,28,1]:
+  DIMS    integers, or dimension names for sizes that vary (b); [] is a scalar
+{textwrap.fill(dtype_help() + "; float is float32 and int is int32, as in JAX",
+              width=92, initial_indent="  DTYPE   ", subsequent_indent=" " * 10)}
+
+--no-xla writes ordinary TF ops instead of XlaCallModule ops, for TF builds without XLA and
+for converters that read TF ops (TFLite, TF.js, tf2onnx).
+
+Exit codes: 0 saved and verified; 1 the save or the verify run failed; 2 a bad command
+(module, --input, --params, --platforms, --target-tf, or inputs and parameters that do not fit
+the function), reported before anything is written.
+"""
 
 
 class CommandError(Exception):
@@ -35,14 +76,61 @@ class CommandError(Exception):
 
 
 def parse_input(text: str) -> tuple[str, str, list[str]]:
-    """"images:float32[b,28,28,1]" -> ("images", "float32", ["b", "28", "28", "1"])."""
+    """"images:float32[b,28,28,1]" -> ("images", "float32", ["b", "28", "28", "1"]).
+
+    The dtype comes back as its full name: "x:float[b,3]" -> ("x", "float32", ["b", "3"]).
+    """
     match = _INPUT_RE.match(text.replace(" ", ""))
     if not match:
         raise CommandError(f"--input {text!r} is not NAME:DTYPE[DIMS]. Fix: e.g. "
                            f"--input images:float32[b,28,28,1] (dims: integers or dimension "
                            f"variables; [] for a scalar).")
     dims = [d for d in match["dims"].split(",") if d] if match["dims"] else []
-    return match["name"], match["dtype"], dims
+    dtype = _DTYPE_NAMES.get(match["dtype"].lower())
+    if dtype is None:
+        close = difflib.get_close_matches(match["dtype"].lower(), list(_DTYPE_NAMES), n=1)
+        suggestion = (f"--input {format_input(match['name'], _DTYPE_NAMES[close[0]], dims)}"
+                      if close else f"one of {', '.join(DTYPES)}")
+        raise CommandError(
+            f"--input {text!r}: unknown dtype {match['dtype']!r}. Fix: {suggestion} (dtypes: "
+            f"{dtype_help()}).")
+    return match["name"], dtype, dims
+
+
+def format_input(name: str, dtype: str, dims) -> str:
+    """The --input spelling of one input: ("x", "float32", ["b", "3"]) -> "x:float32[b,3]"."""
+    return f"{name}:{dtype}[{','.join(map(str, dims))}]"
+
+
+def check_platforms(text: str | None) -> list[str] | None:
+    """--platforms "cpu,cuda" -> ["cpu", "cuda"]; unknown names are a CommandError."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",")]
+    try:
+        return list(tf_platforms.canonical_platforms(names))
+    except ValueError:
+        unknown = [n for n in names if n.lower() not in (*tf_platforms.JAX_PLATFORMS, "gpu")]
+        raise CommandError(
+            f"--platforms {text}: unknown platform(s) {unknown or names}. Fix: a comma-separated "
+            f"subset of {', '.join(tf_platforms.JAX_PLATFORMS)} (gpu means cuda), e.g. "
+            f"--platforms cpu,cuda.") from None
+
+
+def check_target_tf(text: str | None) -> None:
+    """--target-tf must be a TF version of the measured table (tf_ops/data/tf_targets.json,
+    read as data: tf_ops.tf_targets itself imports TensorFlow, which this check comes before)."""
+    if text is None:
+        return
+    table = importlib.resources.files("tf_ops").joinpath("data", "tf_targets.json")
+    measured = sorted(json.loads(table.read_text())["targets"],
+                      key=lambda v: tuple(map(int, v.split("."))))
+    match = re.match(r"^(\d+)\.(\d+)(?:\.\d+)?$", text.strip())
+    if not match or f"{match[1]}.{match[2]}" not in measured:
+        raise CommandError(
+            f"--target-tf {text}: not a TensorFlow version we measured; supported: "
+            f"{', '.join(measured)}. Fix: the serving TF's major.minor version, e.g. "
+            f"--target-tf {measured[-2]}, or leave it out for the installed TF.")
 
 
 def load_function(spec: str):
@@ -98,21 +186,22 @@ def load_params(path: str):
 
 def run(args: argparse.Namespace, out=print) -> int:
     start = time.perf_counter()
-    function = load_function(args.function)
-    params = load_params(args.params) if args.params else {}
+    # Cheapest first: a typo in --input or --params fails in well under a second.
     inputs = [parse_input(text) for text in args.input]
     if not inputs:
         raise CommandError("give at least one --input NAME:DTYPE[DIMS].")
-    import tensorflow as tf  # after the checks above: a bad command fails in well under 1 s
+    platforms = check_platforms(args.platforms)
+    check_target_tf(args.target_tf)
+    params = load_params(args.params) if args.params else {}
+    function = load_function(args.function)
+    saved_model_tools.export_fit.check_fits(function, args.function, params, args.params,
+                                            inputs)
+    import tensorflow as tf  # after the checks above: a bad command fails before TF loads
     references = saved_model_tools.references
     examples, specs = [], []
     for index, (name, dtype, dims) in enumerate(inputs):
-        try:
-            np_dtype = np.dtype(dtype)
-        except TypeError:
-            raise CommandError(f"--input {name}: unknown dtype {dtype!r}.") from None
         shape = [int(d) if d.isdigit() else EXAMPLE_SYMBOLIC_SIZE for d in dims]
-        examples.append(references.random_inputs([tf.TensorSpec(shape, np_dtype)],
+        examples.append(references.random_inputs([tf.TensorSpec(shape, tf.as_dtype(dtype))],
                                                  batch=shape[0] if shape else 1, seed=index)[0])
         specs.append("(" + ", ".join(dims) + ")" if any(not d.isdigit() for d in dims) else None)
     out(f"loaded {args.function} and {len(params) if isinstance(params, dict) else 1} params "
@@ -120,7 +209,7 @@ def run(args: argparse.Namespace, out=print) -> int:
     saved_model_tools.save(args.out, function, params, examples, polymorphic_shapes=specs,
                            input_names=[name for name, _, _ in inputs],
                            with_gradient=not args.no_gradient,
-                           platforms=args.platforms.split(",") if args.platforms else None,
+                           platforms=platforms,
                            overwrite=args.overwrite, progress=out,
                            target_tf=args.target_tf, enable_xla=not args.no_xla)
     out(f"saved {args.out} in {time.perf_counter() - start:.2f} s")
@@ -146,12 +235,15 @@ def run(args: argparse.Namespace, out=print) -> int:
 def add_export_command(subparsers) -> None:
     parser = subparsers.add_parser(
         "export", help="export MODULE:FUNCTION(params, *inputs) as a SavedModel",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("function", metavar="MODULE:FUNCTION")
-    parser.add_argument("--params", help=".npz (keys 'a/b' nest) or Flax .msgpack file")
+        description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("function", metavar="MODULE:FUNCTION",
+                        help="the function to export, called as FUNCTION(params, *inputs)")
+    parser.add_argument("--params", metavar="FILE",
+                        help=".npz (keys 'a/b' nest as params['a']['b']) or Flax .msgpack file")
     parser.add_argument("--input", action="append", default=[], metavar="NAME:DTYPE[DIMS]",
-                        help="one per input, e.g. images:float32[b,28,28,1]")
-    parser.add_argument("--out", required=True, help="the SavedModel directory to write")
+                        help="one per input, e.g. images:float32[b,28,28,1] (dtypes above)")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="the SavedModel directory to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing model")
     parser.add_argument("--no-gradient", action="store_true", help="do not keep gradients")
     parser.add_argument("--platforms", help="comma-separated, e.g. cpu,cuda")

@@ -47,6 +47,29 @@ def check_contained(directory: Path) -> None:
                     f"refusing to read it. Fix: copy the files into the directory (cp -rL).")
 
 
+def _no_saved_model_message(directory: Path) -> str:
+    """Why `directory` is no SavedModel, and which directory to pass instead: TF Serving's
+    layout puts each version in a numbered folder (models/m/1), so a parent holding versions
+    names its newest."""
+    found = sorted(p.name for p in directory.iterdir())
+    holding = [p for p in directory.iterdir()
+               if (p / "saved_model.pb").is_file() or (p / "saved_model.pbtxt").is_file()]
+    versions = sorted((p for p in holding if p.name.isdigit()), key=lambda p: int(p.name))
+    if versions:
+        return (f"{directory} has no saved_model.pb: it holds TF Serving version folders "
+                f"{[p.name for p in versions]}. Fix: pass a version's folder, e.g. "
+                f"{versions[-1]} (the newest).")
+    if holding:
+        return (f"{directory} has no saved_model.pb; {sorted(p.name for p in holding)} "
+                f"hold(s) one. Fix: pass that folder, e.g. {holding[0]}.")
+    if directory.name == "variables" and (directory.parent / "saved_model.pb").is_file():
+        return (f"{directory} is the variables/ folder of a SavedModel. Fix: pass "
+                f"{directory.parent}.")
+    return (f"{directory} has no saved_model.pb (found: {found[:10]}). Fix: pass the SavedModel "
+            f"directory itself, the one given to saved_model_tools.save or "
+            f"tf.saved_model.save.")
+
+
 def read_saved_model_proto(saved_model_dir: str | Path):
     """The parsed `SavedModel` proto of a directory.
 
@@ -72,10 +95,7 @@ def read_saved_model_proto(saved_model_dir: str | Path):
         elif text.is_file():
             text_format.Parse(text.read_text(), proto)
         else:
-            found = sorted(p.name for p in directory.iterdir())[:10]
-            raise SavedModelReadError(
-                f"{directory} has no saved_model.pb (found: {found}). Fix: pass the SavedModel "
-                f"directory itself, not its parent or its variables/ folder.")
+            raise SavedModelReadError(_no_saved_model_message(directory))
     except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as e:
         raise SavedModelReadError(
             f"{directory}/saved_model.pb is corrupt: it does not parse as a SavedModel proto "

@@ -113,8 +113,10 @@ def tf_support(calling_convention: int, stablehlo_version: str | None,
         previous = ordered[index - 1]
         reason = f"TF {previous} {by_version[previous]}"
         if "StableHLO" in by_version[previous]:
-            reason += (f"; for TF {previous}, convert with jax2tf_native.convert(..., "
-                       f"stablehlo_version={matrix[previous]['stablehlo_current']!r})")
+            # target_tf is what the guide (docs/guides/target_tf.md) recommends: it also applies
+            # that TF's feature rewrites, which a bare stablehlo_version does not.
+            reason += (f"; for TF {previous}, export with --target-tf {previous} "
+                       f"(target_tf={previous!r} in save / convert)")
     if stablehlo_version is None:
         reason += " (StableHLO version unknown: only the calling convention was checked)"
     return TfSupport(oldest, reason, by_version)

@@ -111,6 +111,9 @@ class Manifest:
         `target_tf`, the installed TF's by default); None in models written before the field.
       lowering: how the modules run: "xla_call_module" (one XlaCallModule op each, run by
         TF's XLA) or "plain" (`enable_xla=False`: ordinary TF ops, no XLA).
+      plain_op_sources: with lowering "plain", each TF op type of the graphs -> up to three
+        places in the user's JAX code it came from ("model.py:12", else JAX's op path), so
+        that `tfjs` / `tflite` can point a refused op at the user's line; {} otherwise.
     """
     format_version: int
     created_utc: str
@@ -125,6 +128,7 @@ class Manifest:
     input_gradients: bool = True
     target_tf: str | None = None
     lowering: str = "xla_call_module"
+    plain_op_sources: dict = dataclasses.field(default_factory=dict)
 
     def signature(self, name: str) -> SignatureInfo:
         for sig in self.signatures:
@@ -179,7 +183,8 @@ class Manifest:
             # Models written before the field existed differentiate their inputs too.
             input_gradients=raw.get("input_gradients", True),
             target_tf=raw.get("target_tf"),
-            lowering=raw.get("lowering", "xla_call_module"))
+            lowering=raw.get("lowering", "xla_call_module"),
+            plain_op_sources={k: tuple(v) for k, v in raw.get("plain_op_sources", {}).items()})
 
     def _check_types(self) -> None:
         def bad(what: str, value) -> ManifestError:
@@ -187,6 +192,9 @@ class Manifest:
 
         if self.lowering not in LOWERINGS:
             raise bad("lowering", self.lowering)
+        for op_type, places in self.plain_op_sources.items():
+            if not isinstance(op_type, str) or not all(isinstance(p, str) for p in places):
+                raise bad(f"plain_op_sources[{op_type!r}]", places)
         for name in ("variable_count", "variable_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -30,6 +30,7 @@ from google.protobuf.json_format import MessageToDict
 from tensorflow.core.protobuf import meta_graph_pb2
 
 from saved_model_tools import atomic_dir
+from saved_model_tools import manifest as manifest_lib
 from tf_ops import nan_guards, tfjs_graph
 
 SHARD_BYTES = 4 * 1024 * 1024
@@ -60,7 +61,8 @@ def supported_ops() -> tuple[str, frozenset[str]]:
 
 
 def convert_to_tfjs(saved_model_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
-                    signature: str = "serving_default", overwrite: bool = False) -> TfjsReport:
+                    signature: str = "serving_default", overwrite: bool = False,
+                    model_name: str | None = None) -> TfjsReport:
     """Writes one signature of a plain-ops SavedModel as a TF.js graph model.
 
     Args:
@@ -69,6 +71,8 @@ def convert_to_tfjs(saved_model_dir: str | os.PathLike, out_dir: str | os.PathLi
       out_dir: the directory to write (`model.json` + `group1-shard*of*.bin`), atomically.
       signature: the signature to convert.
       overwrite: replace an existing `out_dir`.
+      model_name: how errors name the model (default: `saved_model_dir`); `save_tfjs` names
+        the function, not its temporary SavedModel.
 
     Returns:
       A `TfjsReport`. Load it in TF.js with `tf.loadGraphModel(".../model.json")` and call
@@ -89,9 +93,10 @@ def convert_to_tfjs(saved_model_dir: str | os.PathLike, out_dir: str | os.PathLi
         >>> report.inputs
         {'input_0': ('float32', [None, 3])}
     """
+    name = model_name or str(saved_model_dir)
     loaded = tf.saved_model.load(str(saved_model_dir))
     if signature not in loaded.signatures:
-        raise TfjsExportError(f"{saved_model_dir} has no signature {signature!r}; it has "
+        raise TfjsExportError(f"{name} has no signature {signature!r}; it has "
                               f"{sorted(loaded.signatures)}. Fix: pass signature=one of them.")
     function = loaded.signatures[signature]
     graph, inputs, outputs = tfjs_graph.frozen_graph(function)
@@ -101,15 +106,26 @@ def convert_to_tfjs(saved_model_dir: str | os.PathLike, out_dir: str | os.PathLi
     # TF.js's kernels decide NaN results, as for a hand-written model (tf_ops.nan_guards).
     graph_def = nan_guards.strip(graph.as_graph_def())
     graph_def = tfjs_graph.strip_assertions(graph_def, output_names)
+    xla_ops = sorted(op for op in tfjs_graph.library_op_types(graph_def)
+                     if op.startswith("Xla"))
+    if xla_ops:
+        # The one cause: the other ops and string constants TF.js refuses come with it (the
+        # module's shape assertions, the call around it) and go with --no-xla.
+        raise TfjsExportError(
+            f"{name} signature {signature!r} cannot run in TF.js: it was saved with XLA "
+            f"({', '.join(xla_ops)} ops), which TF.js cannot run; nothing was written. Fix: "
+            f"export it with --no-xla (enable_xla=False: plain TF ops) and convert that model.")
     graph_def = tfjs_graph.erfc_as_erf(graph_def)
     graph_def = tfjs_graph.optimize(graph_def, graph, output_names)
-    problems = _op_problems(graph_def) + _boundary_problems(input_keys, inputs, "input") \
+    problems = _op_problems(graph_def, _op_sources(saved_model_dir)) \
+        + _boundary_problems(input_keys, inputs, "input") \
         + _boundary_problems(output_keys, outputs, "output")
     weights, weight_problems = _extract_weights(graph_def)
     problems += weight_problems
     if problems:
-        raise TfjsExportError(f"{saved_model_dir} signature {signature!r} cannot run in TF.js; "
-                              f"nothing was written:\n  " + "\n  ".join(problems))
+        raise TfjsExportError(f"{name} signature {signature!r} cannot run in TF.js "
+                              f"({len(problems)} problem(s)); nothing was written:\n  - "
+                              + "\n  - ".join(problems))
     signature_def = _signature_def(input_keys, inputs, output_keys, outputs)
     data = b"".join(array.tobytes() for _, array in weights)
     with atomic_dir.atomic_directory(out_dir, overwrite=overwrite) as tmp:
@@ -147,17 +163,25 @@ def _input_keys(function, inputs) -> list[str]:
     return [by_tensor_name.get(t.name.split(":")[0], t.name.split(":")[0]) for t in inputs]
 
 
-def _op_problems(graph_def) -> list[str]:
+def _op_sources(saved_model_dir) -> dict:
+    """TF op type -> the user's lines it came from, as the manifest of a plain model records
+    them ({} for other models)."""
+    try:
+        record = manifest_lib.read(Path(saved_model_dir))
+    except manifest_lib.ManifestError:
+        return {}
+    return record.plain_op_sources if record is not None else {}
+
+
+def _op_problems(graph_def, sources: dict) -> list[str]:
     version, supported = supported_ops()
     problems = []
     for op in sorted(tfjs_graph.library_op_types(graph_def) - supported):
-        if op == "XlaCallModule" or op.startswith("Xla"):
-            fix = ("the model was saved with XLA. Fix: save it with enable_xla=False "
-                   "(export --no-xla)")
-        else:
-            fix = ("TF.js has no kernel for it. Fix: replace the JAX operation that lowers to "
-                   f"{op} (`jax2tf-native inspect` lists the op types of a saved model)")
-        problems.append(f"op {op!r} is not in TF.js {version}'s supported ops: {fix}")
+        where = (f" (from {', '.join(sources[op])} in the JAX code)" if sources.get(op)
+                 else "")
+        problems.append(f"op {op!r}{where} is not in TF.js {version}'s supported ops: TF.js has "
+                        f"no kernel for it. Fix: replace the JAX operation that lowers to {op} "
+                        f"(`jax2tf-native inspect` lists a model's op types)")
     return problems
 
 

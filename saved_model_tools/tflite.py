@@ -158,10 +158,17 @@ class TfliteReport:
 def converter_error_lines(error: Exception) -> tuple[str, ...]:
     """The converter's distinct "location: message" error lines (it prints whole MLIR dumps)."""
     found = []
-    for raw in str(error).splitlines():
+    raw_lines = str(error).splitlines()
+    for index, raw in enumerate(raw_lines):
         match = _ERROR_LINE.search(raw)
         if match:
             location, message = match.groups()
+            message = _without_mlir_location(message)
+            if message.endswith(":"):
+                # "failed while converting: 'main':" says what failed on the lines after it.
+                ops = [l.strip() for l in raw_lines[index + 1:index + 6]
+                       if l.strip().startswith(("TF Select ops:", "Flex ops:", "Custom ops:"))]
+                message = f"{message} {'; '.join(ops)}" if ops else message.rstrip(":")
             line = f"{Path(location).name}: {message}" if location else message
             if line not in found:
                 found.append(line)
@@ -169,6 +176,41 @@ def converter_error_lines(error: Exception) -> tuple[str, ...]:
         first = str(error).strip().splitlines()
         found.append(first[0][:300] if first else type(error).__name__)
     return tuple(found[:10])
+
+
+_TF_OP = re.compile(r"'tf\.(\w+)'")
+
+
+def _with_sources(errors: tuple[str, ...], record) -> tuple[str, ...]:
+    """Each line naming a TF op (`'tf.Cumprod' op is ...`) with the user's line it came from,
+    as a plain model's manifest records it (`plain_op_sources`)."""
+    sources = record.plain_op_sources if record is not None else {}
+    annotated = []
+    for line in errors:
+        places = [p for op in _TF_OP.findall(line) for p in sources.get(op, ())]
+        annotated.append(f"{line} (from {', '.join(dict.fromkeys(places))} in the JAX code)"
+                         if places else line)
+    return tuple(annotated)
+
+
+def _without_mlir_location(message: str) -> str:
+    """The message without a leading MLIR location: `loc(callsite(fused["Cumprod:", ...] at
+    ...)): 'tf.Cumprod' op is ...` -> `'tf.Cumprod' op is ...` (the location names TF's graph
+    nodes, not the user's code, and runs to hundreds of characters)."""
+    message = message.strip()
+    if not message.startswith("loc("):
+        return message
+    depth, quoted = 0, False
+    for index, char in enumerate(message):
+        if char == '"' and message[index - 1] != "\\":
+            quoted = not quoted
+        elif not quoted and char == "(":
+            depth += 1
+        elif not quoted and char == ")":
+            depth -= 1
+            if depth == 0:
+                return message[index + 1:].lstrip(": ").strip() or message
+    return message
 
 
 def _converter(saved_model_dir: Path, signature: str, fixed_batch: int | None, ops: list):
@@ -327,7 +369,7 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
     try:
         model = _convert(directory, signature, batch_size, [tf.lite.OpsSet.TFLITE_BUILTINS])
     except Exception as e:  # ConverterError, or a legalization failure raised another way
-        errors = converter_error_lines(e)
+        errors = _with_sources(converter_error_lines(e), recorded_manifest)
         try:
             selected = _convert(directory, signature, batch_size,
                                 [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS])

@@ -148,13 +148,15 @@ class VerifyReport:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
 
     def format(self) -> str:
-        blocked = "; ".join(self.blocked_jax_imports)
-        lines = [f"verify {self.path} with TF {self.tensorflow_version}, in a child process "
-                 f"where importing jax/jaxlib raises ImportError "
-                 f"({len(self.blocked_jax_imports)} attempt(s) blocked{': ' if blocked else ''}"
-                 f"{blocked})"]
+        lines = [f"verify {self.path} with TF {self.tensorflow_version}, without JAX (a child "
+                 f"process in which importing jax or jaxlib fails, as on a serving host)"]
         lines.extend(c.line() for c in self.checks)
         lines.extend(f"ERROR {e}" for e in self.errors)
+        if self.blocked_jax_imports:
+            # TF and Keras try to import JAX when it is installed; refusing them is the point.
+            lines.append(f"(JAX stayed out, as intended: {len(self.blocked_jax_imports)} optional "
+                         f"import(s) of it refused, from "
+                         f"{'; '.join(_short_importer(b) for b in self.blocked_jax_imports)})")
         failed = sum(not c.passed for c in self.checks)
         summary = {
             "passed": f"PASSED: {len(self.checks)} checks at batch sizes {list(self.batch_sizes)} "
@@ -178,6 +180,14 @@ class VerifyReport:
         }[self.status]
         lines.append(f"{summary} ({self.seconds:.1f} s)")
         return "\n".join(lines) + "\n"
+
+
+def _short_importer(blocked: str) -> str:
+    """"jax from /venv/lib/.../site-packages/tensorflow/lite/python/util.py:53" ->
+    "tensorflow/lite/python/util.py:53"."""
+    _, _, where = blocked.partition(" from ")
+    where = where or blocked
+    return where.split("site-packages/")[-1].split("dist-packages/")[-1]
 
 
 class VerifyError(RuntimeError):

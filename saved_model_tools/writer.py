@@ -24,6 +24,7 @@ from jax2tf_native import tf_variables
 from jax2tf_native.errors import first_line
 from saved_model_tools.signature import Signature
 from tf_ops import tf_targets
+from tf_ops.plain import op_sources
 
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -251,8 +252,11 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
                               jit_compile, tuple(polymorphic_constraints), stablehlo_version,
                               linalg, target.version, enable_xla)
 
-    with steps.phase(f"trace and export every signature (JAX -> StableHLO -> "
-                     f"{'XlaCallModule' if enable_xla else 'plain TF ops'})"):
+    # Plain graphs: which user lines became which TF ops, for tfjs / tflite refusals.
+    sources = None if enable_xla else op_sources.OpSources()
+    with (steps.phase(f"trace and export every signature (JAX -> StableHLO -> "
+                      f"{'XlaCallModule' if enable_xla else 'plain TF ops'})"),
+          op_sources.recording(sources)):
         made = large_write.VariableProgress(progress, len(jax.tree.leaves(params)))
         params_tree, flat_variables = tf_variables.to_variables(params, trainable,
                                                                 on_variable=made)
@@ -276,7 +280,7 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
     with (references.in_background(
               lambda: {name: [run() for run in runs] for name, (runs, _) in lowered.items()})
           as pending, atomic_dir.atomic_directory(export_dir, overwrite=overwrite) as temp):
-        with (steps.phase("write the SavedModel"),
+        with (steps.phase("write the SavedModel"), op_sources.recording(sources),
               large_write.report_bytes_written(progress, temp, flat_variables)):
             _save_saved_model(root, temp, {b.spec.name: b.function for b in built},
                               with_gradient)
@@ -286,7 +290,7 @@ def save(export_dir: str | os.PathLike, fn: Callable, params: Any, example_args:
             record = _write_records(temp, built, records, flat_variables, with_gradient,
                                     gradient_mode, platforms, input_gradients,
                                     stablehlo_version=stablehlo_version, target=target,
-                                    enable_xla=enable_xla)
+                                    enable_xla=enable_xla, sources=sources)
         commit_start = time.perf_counter()
     steps.done(f"commit atomically to {export_dir}", commit_start)
     return record
@@ -485,7 +489,8 @@ def _references(b: _Built, main: Signature, params) -> tuple[list[Callable], Cal
 def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_variables,
                    with_gradient: bool, gradient_mode: str, platforms,
                    input_gradients: bool = True, stablehlo_version: str | None = None,
-                   *, target, enable_xla: bool = True) -> manifest.Manifest:
+                   *, target, enable_xla: bool = True,
+                   sources: op_sources.OpSources | None = None) -> manifest.Manifest:
     record_dir = temp / manifest.RECORD_DIR
     infos, warmup_requests = [], []
     for b in built:
@@ -511,7 +516,8 @@ def _write_records(temp: Path, built: Sequence[_Built], records: dict, flat_vari
         stablehlo_version=stablehlo_version or target.stablehlo_version,
         input_gradients=input_gradients,
         target_tf=target.version,
-        lowering="xla_call_module" if enable_xla else "plain")
+        lowering="xla_call_module" if enable_xla else "plain",
+        plain_op_sources=sources.by_op_type() if sources is not None else {})
     manifest.write(temp, record)
     # TF Serving replays these at load, so the XLA modules compile before the first request.
     warmup.write_warmup_requests(temp / manifest.WARMUP_FILE, warmup_requests)

@@ -47,7 +47,7 @@ def save_tfjs(out_dir: str | os.PathLike, fn: Callable, params: Any,
         writer.save(os.path.join(tmp, "saved_model"), fn, params, example_args,
                     **save_kwargs)
         return tfjs.convert_to_tfjs(os.path.join(tmp, "saved_model"), out_dir,
-                                    overwrite=overwrite)
+                                    overwrite=overwrite, model_name=_name(fn, "function"))
 
 
 def save_model_tfjs(out_dir: str | os.PathLike, model: Any, example_args: Sequence[Any], *,
@@ -70,7 +70,13 @@ def save_model_tfjs(out_dir: str | os.PathLike, model: Any, example_args: Sequen
         framework_models.save_model(os.path.join(tmp, "saved_model"), model, example_args,
                                     **save_model_kwargs)
         return tfjs.convert_to_tfjs(os.path.join(tmp, "saved_model"), out_dir,
-                                    overwrite=overwrite)
+                                    overwrite=overwrite, model_name=_name(model, "model"))
+
+
+def _name(target: Any, kind: str) -> str:
+    """How errors name what is converted: its temporary SavedModel means nothing to the user."""
+    name = getattr(target, "__name__", None) or type(target).__name__
+    return f"the {kind} {name} (as plain TF ops)"
 
 
 def _refuse_existing(out_dir, overwrite: bool) -> None:

@@ -226,3 +226,27 @@ def test_inside_jax_transformation_reads_jax_trace_state_as_jax2tf_does():
         jax.jit(lambda y: seen.append(_jax_internals.inside_jax_transformation()) or y)(
             np.ones(4))
     assert seen[-1] is False
+
+
+def test_shape_assertion_texts_are_what_jax_raises_for_the_same_shapes():
+    """`jax._src.export.shape_poly.solve_dim_vars` and `ShapeConstraints.check_statically` give
+    the texts of JAX's own shape assertions (what an `Exported` raises for arguments of wrong
+    shapes); the peer's users match on them in full."""
+    specs = jax.export.symbolic_args_specs([np.zeros((2, 2, 6), np.float32)],
+                                           ["(a + 2*b, a, a + b + c)"])
+    exported = jax.export.export(jax.jit(lambda x: x.sum()))(*specs)
+    for shape in [(2, 2, 6), (3, 2, 6), (9, 2, 6)]:
+        with pytest.raises(ValueError) as info:
+            exported.call(np.zeros(shape, np.float32))
+        assert _jax_internals.jax_shape_assertion_message(specs, [shape]) == str(info.value), (
+            "JAX's shape-assertion text moved: update jax_shape_assertion_message in "
+            "jax2tf_native/_jax_internals.py")
+    assert _jax_internals.jax_shape_assertion_message(specs, [(8, 2, 7)]) is None
+    assert _jax_internals.jax_dimension_sizes(specs, [(8, 2, 7)], [specs[0].shape]) == [
+        [8, 2, 7]]
+    unsolvable = jax.export.symbolic_args_specs([np.zeros((4, 36, 3), np.float32)],
+                                                ["b * b, b * d * d, d"])
+    with pytest.raises(ValueError) as info:
+        jax.export.export(jax.jit(lambda x: x))(*unsolvable)
+    assert _jax_internals.jax_unsolvable_message(unsolvable) == str(info.value)
+    assert _jax_internals.jax_unsolvable_message(specs) is None

@@ -26,7 +26,7 @@ LAYERS = ("tf_ops", "jax2tf_native", "saved_model_tools")  # lowest first
 READING_SIDE = ("atomic_dir", "cli", "commands", "export_command", "inspect", "manifest",
                 "reference_file", "tf_envs", "tflite", "verify", "warmup", "tfjs")
 WRITING_SIDE = ("writer", "signature", "pytree_inputs", "references", "framework_models",
-                "large_write", "demo", "demo_saved_model")
+                "large_write", "demo", "demo_saved_model", "export_fit")
 
 # (module path, function): why the import is deferred. docs/architecture.md lists the same.
 FUNCTION_LEVEL_IMPORTS = {

@@ -77,6 +77,8 @@ class Ctx:
     unwritable: Path      # a model path whose parent cannot be written
     params_npz: Path
     bad_npz: Path
+    wrong_key_npz: Path   # the parameter saved as "W" where the function reads params["w"]
+    versions_parent: Path  # TF Serving's layout: served/1 holds a real model
 
 
 def _unwritable_target(tmp: Path, a_file: Path) -> Path:
@@ -103,6 +105,8 @@ def ctx(tmp_path, real_model, blob, monkeypatch):
     pb.write_bytes(pb.read_bytes()[: pb.stat().st_size // 2])
     shutil.copytree(real_model, work / "existing_model")
     np.savez(work / "params.npz", w=PARAMS["w"])
+    np.savez(work / "wrong_key.npz", W=PARAMS["w"])
+    shutil.copytree(real_model, work / "served" / "1")
     (work / "bad.npz").write_bytes(b"PK\x03\x04 truncated zip")
     (work / f"{USER_MODULE}.py").write_text(
         "import jax.numpy as jnp\n"
@@ -114,7 +118,8 @@ def ctx(tmp_path, real_model, blob, monkeypatch):
     monkeypatch.setattr(sys, "path", list(sys.path))
     yield Ctx(work, blob, a_file, work / "empty_dir", work / "corrupt_model",
               work / "truncated_model", work / "existing_model",
-              _unwritable_target(work, a_file), work / "params.npz", work / "bad.npz")
+              _unwritable_target(work, a_file), work / "params.npz", work / "bad.npz",
+              work / "wrong_key.npz", work / "served")
     sys.modules.pop(USER_MODULE, None)
     if (work / "locked").exists():
         (work / "locked").chmod(0o700)
@@ -337,7 +342,8 @@ CLI_CASES = [
     ("export_input_without_dims", lambda c: _export(c, "--input", "x:float32"),
      2, r"--input 'x:float32' is not NAME:DTYPE\[DIMS\]\. Fix"),
     ("export_unknown_dtype", lambda c: _export(c, "--input", "x:floaty[b,4]"),
-     2, r"--input x: unknown dtype 'floaty'"),
+     2, r"--input 'x:floaty\[b,4\]': unknown dtype 'floaty'\. Fix: --input x:float32\[b,4\] "
+        r"\(dtypes: float32 \(float, f32\), "),
     ("export_params_file_missing",
      lambda c: ["export", f"{USER_MODULE}:apply", "--params", str(c.tmp / "nope.npz"),
                 "--input", "x:float32[b,4]", "--out", str(c.tmp / "out")],
@@ -352,9 +358,28 @@ CLI_CASES = [
      2, r"the following arguments are required: --out"),
     ("export_unknown_platform",
      lambda c: _export(c, "--input", "x:float32[b,4]", "--platforms", "cpu,vulkan"),
-     1, r"unknown: \['vulkan'\]"),
+     2, r"--platforms cpu,vulkan: unknown platform\(s\) \['vulkan'\]\. Fix: a comma-separated "
+        r"subset of cpu, cuda, rocm, tpu \(gpu means cuda\), e\.g\. --platforms cpu,cuda\."),
+    ("export_unknown_target_tf",
+     lambda c: _export(c, "--input", "x:float32[b,4]", "--target-tf", "2.99"),
+     2, r"--target-tf 2\.99: not a TensorFlow version we measured; supported: 2\.17, .*2\.21\. "
+        r"Fix: the serving TF's major\.minor version, e\.g\. --target-tf 2\.20"),
+    # Issue 37: JAX's raw TypeError, exit 1, before; now the input, expected vs got, the fix.
     ("export_inputs_disagree_with_params", lambda c: _export(c, "--input", "x:float32[b,5]"),
-     1, r"TypeError: dot_general requires contracting dimensions to have the same shape"),
+     2, rf"--input x:float32\[b,5\] does not fit {USER_MODULE}:apply: dimension 1 of x is 5 "
+        rf"where the function needs 4 \({USER_MODULE}\.py:4 `return jnp\.tanh\(x @ "
+        rf"params\['w'\]\)`: dot_general requires .*\)\. Fix: --input x:float32\[b,4\]\.$"),
+    ("export_params_key_misspelt",
+     lambda c: ["export", f"{USER_MODULE}:apply", "--params", str(c.wrong_key_npz),
+                "--input", "x:float32[b,4]", "--out", str(c.tmp / "out")],
+     2, rf"{USER_MODULE}:apply reads params\['w'\], which --params .*wrong_key\.npz does not "
+        rf"have: under the top level it has \['W'\]\. Fix: store that parameter under the key "
+        rf"'w' in the file \(the file has 'W'\)"),
+    ("export_without_params",
+     lambda c: ["export", f"{USER_MODULE}:apply", "--input", "x:float32[b,4]",
+                "--out", str(c.tmp / "out")],
+     2, rf"{USER_MODULE}:apply reads params\['w'\], and no --params was given\. Fix: pass "
+        rf"--params FILE\.npz"),
     ("export_over_existing_model_without_overwrite",
      lambda c: _export(c, "--input", "x:float32[b,4]", out=c.existing_model),
      1, r"existing_model already exists\..*--overwrite"),
@@ -367,6 +392,9 @@ CLI_CASES = [
      2, r"saved_model.pb is corrupt"),
     ("verify_directory_without_model", lambda c: ["verify", str(c.empty_dir)],
      2, r"has no saved_model.pb"),
+    ("verify_parent_of_version_folders", lambda c: ["verify", str(c.versions_parent)],
+     2, r"served has no saved_model\.pb: it holds TF Serving version folders \['1'\]\. Fix: "
+        r"pass a version's folder, e\.g\. \S+/served/1 \(the newest\)"),
     ("verify_zero_batch_size", lambda c: ["verify", str(c.existing_model), "--batch-sizes", "0"],
      2, r"expected a positive integer, got '0'"),
     ("tflite_missing_directory",

@@ -139,6 +139,20 @@ def test_tf_support_rule_and_custom_call_marks():
     too_new = MATRIX[newest]["info"]["max_calling_convention"] + 1
     support = inspect_lib.tf_support(too_new, old_info["stablehlo_current"], (), matrix)
     assert support.oldest_tf is None and f"the module uses {too_new}" in support.reason
+    # A module at the newest TF's StableHLO: the fix named for the TF before is target_tf, as
+    # the guide recommends (issue 37: it named stablehlo_version='...').
+    ordered = sorted(MATRIX, key=_version)
+    newest_stablehlo = MATRIX[newest]["info"]["stablehlo_current"]
+    support = inspect_lib.tf_support(old_info["max_calling_convention"], newest_stablehlo, (),
+                                     matrix)
+    assert support.oldest_tf == _oldest_tf_for(newest_stablehlo,
+                                               old_info["max_calling_convention"])
+    # The matrix's TF versions read different StableHLO versions: there is a TF before.
+    assert support.oldest_tf != oldest, (support.oldest_tf, oldest)
+    before = ordered[ordered.index(support.oldest_tf) - 1]
+    assert (f"for TF {before}, export with --target-tf {before} (target_tf={before!r} in "
+            f"save / convert)") in support.reason, support.reason
+    assert "stablehlo_version=" not in support.reason
 
     lapack = inspect_lib.custom_call_report("lapack_sgeqrf_ffi", ("CPU",))
     assert lapack.allowed and not lapack.runs_in_tf and "No FFI handler" in lapack.note

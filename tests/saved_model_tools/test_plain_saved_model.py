@@ -93,7 +93,11 @@ def test_cli_no_xla_model_verifies_inspects_and_serves_with_jit_off(tmp_path, mo
     assert code == 0, out
     assert "verify without JAX: passed" in out  # run in a child where JAX cannot import
     directory = tmp_path / "out" / "1"
-    assert manifest.read(directory).lowering == "plain"
+    record = manifest.read(directory)
+    assert record.lowering == "plain"
+    # Where each TF op type came from in the user's code, for tfjs / tflite refusals (issue 37).
+    assert record.plain_op_sources["Tanh"] == ("user_model.py:6",), record.plain_op_sources
+    assert "user_model.py:7" in record.plain_op_sources["Exp"], record.plain_op_sources
 
     types, attrs = saved_op_set(directory)
     assert not [t for t in types if t.startswith(XLA_PREFIXES)], sorted(types)

@@ -107,10 +107,14 @@ def test_plain_sort_top_k_argmax_cumsum_convert_with_builtins_only(tmp_path):
         np.testing.assert_array_equal(np.signbit(got[name]), np.signbit(value), err_msg=name)
 
 
+def _cumprod(p, x):
+    return {"y": jnp.cumprod(x, axis=-1)}
+
+
 def test_plain_cumprod_needs_flex_which_the_bundled_interpreter_lacks(tmp_path):
     """TF's Cumprod has no TFLite builtin: the report names the Flex op, and TF 2.21's
     tf.lite.Interpreter (no Flex delegate linked) cannot run the model it wrote."""
-    saved_model_tools.save(tmp_path / "m", lambda p, x: {"y": jnp.cumprod(x, axis=-1)}, {},
+    saved_model_tools.save(tmp_path / "m", _cumprod, {},
                            [_scores(2, 0)], polymorphic_shapes=["(b, 6)"], enable_xla=False,
                            with_gradient=False)
     report = tflite.convert_to_tflite(tmp_path / "m", tmp_path / "m.tflite",
@@ -118,3 +122,9 @@ def test_plain_cumprod_needs_flex_which_the_bundled_interpreter_lacks(tmp_path):
     assert report.ops_set == tflite.BUILTINS_AND_SELECT, report.format()
     assert "FlexCumprod" in report.tflite_ops
     assert report.status == "failed" and "Flex delegate" in report.checks[0].detail
+    # Issue 37: the builtins-only errors began with `loc(callsite(fused["Cumprod:", ...` and
+    # did not say where in the JAX code the op came from.
+    line = f"test_tflite.py:{_cumprod.__code__.co_firstlineno + 1}"
+    assert report.conversion_errors == (
+        f"'tf.Cumprod' op is neither a custom op nor a flex op (from {line} in the JAX code)",
+        "failed while converting: 'main': TF Select ops: Cumprod"), report.conversion_errors

@@ -34,6 +34,15 @@ def test_verify_passes_without_jax_on_both_paths(cnn_model):
     assert sum(c.path == "warmup" for c in report.checks) == len(
         warmup.read_warmup_requests(cnn_model / manifest.WARMUP_FILE))
     assert "PASSED" in report.format()
+    # Issue 37: the refused imports read as a failure in the headline ("2 attempt(s) blocked:
+    # jax from .../site-packages/..."); they are the check working, said after the checks.
+    lines = report.format().splitlines()
+    assert lines[0].startswith(f"verify {report.path} with TF {report.tensorflow_version}, "
+                               f"without JAX") and "blocked" not in lines[0], lines[0]
+    note = f"(JAX stayed out, as intended: {len(report.blocked_jax_imports)} optional import(s)"
+    (kept_out,) = [l for l in lines if l.startswith(note)]
+    assert "tensorflow/" in kept_out and "site-packages" not in kept_out, kept_out
+    assert lines[-1].startswith("PASSED")
 
 
 def test_mismatch_and_bad_warmup_fail_with_per_output_lines(cnn_model, model_copy, capsys):

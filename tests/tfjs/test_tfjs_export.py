@@ -124,10 +124,23 @@ def test_while_loop_and_int32_ids_in_node(tmp_path):
 
 
 def test_xla_saved_model_is_refused_naming_the_op_and_the_fix(tmp_path):
+    """Issue 37: the cause was third of 8 problems on one line, after Assert and
+    StatefulPartitionedCall (which come with the XlaCallModule op); now it is the one said."""
     saved_model_tools.save(tmp_path / "sm", lambda w, x: x @ w, np.ones((3, 2), np.float32),
                            [np.ones((1, 3), np.float32)])
-    with pytest.raises(tfjs.TfjsExportError, match="XlaCallModule.*enable_xla=False"):
+    with pytest.raises(tfjs.TfjsExportError) as info:
         tfjs.convert_to_tfjs(tmp_path / "sm", tmp_path / "js")
+    assert str(info.value) == (
+        f"{tmp_path / 'sm'} signature 'serving_default' cannot run in TF.js: it was saved with "
+        f"XLA (XlaCallModule ops), which TF.js cannot run; nothing was written. Fix: export it "
+        f"with --no-xla (enable_xla=False: plain TF ops) and convert that model.")
+    assert not (tmp_path / "js").exists()
+    # The command as a user runs it: that one cause on one line, exit 4, nothing written.
+    proc = subprocess.run([sys.executable, "-m", "saved_model_tools", "tfjs", str(tmp_path / "sm"),
+                           "--out", str(tmp_path / "js")], capture_output=True, text=True)
+    lines = [l for l in proc.stderr.splitlines() if "oneDNN" not in l and "absl" not in l]
+    assert (proc.returncode, lines) == (4, [f"jax2tf-native tfjs: error: {info.value}"]), (
+        proc.returncode, proc.stderr[-2000:])
     assert not (tmp_path / "js").exists()
 
 
@@ -139,11 +152,45 @@ def test_float64_input_is_refused_naming_the_input(tmp_path):
     assert not (tmp_path / "js").exists()
 
 
+def _shift(s, x):
+    return jax.numpy.left_shift(x, s)
+
+
+def _line(fn) -> str:
+    return f"test_tfjs_export.py:{fn.__code__.co_firstlineno + 1}"
+
+
 def test_op_tfjs_lacks_is_named_at_export(tmp_path):
-    """TF.js 4.22 has no LeftShift kernel; the plain graph of jnp.left_shift has one."""
-    with pytest.raises(tfjs.TfjsExportError, match="op 'LeftShift' is not in TF.js 4.22.0"):
-        saved_model_tools.save_tfjs(tmp_path / "js", lambda s, x: jax.numpy.left_shift(x, s),
-                                    np.int32(2), [np.arange(4, dtype=np.int32)])
+    """TF.js 4.22 has no LeftShift kernel; the plain graph of jnp.left_shift has one. Issue 37:
+    the error names the user's line, and the function rather than a temporary directory."""
+    with pytest.raises(tfjs.TfjsExportError) as info:
+        saved_model_tools.save_tfjs(tmp_path / "js", _shift, np.int32(2),
+                                    [np.arange(4, dtype=np.int32)])
+    message = str(info.value)
+    assert message.startswith("the function _shift (as plain TF ops) signature "
+                              "'serving_default' cannot run in TF.js (1 problem(s)); nothing was "
+                              "written:\n  - op 'LeftShift' (from "
+                              f"{_line(_shift)} in the JAX code) is not in TF.js 4.22.0's "
+                              f"supported ops"), message
+    assert "jax2tf_tfjs_" not in message and "/tmp" not in message
+    assert not (tmp_path / "js").exists()
+
+
+def test_cli_lists_each_problem_on_its_own_line_with_the_jax_line(tmp_path):
+    """`jax2tf-native tfjs` as a user runs it on a --no-xla model TF.js cannot run: exit 4,
+    the error line, then one line per problem, each op with the line of JAX code it came from."""
+    saved_model_tools.save(tmp_path / "sm", _shift, np.int32(2),
+                           [np.arange(4, dtype=np.int32)], enable_xla=False)
+    proc = subprocess.run([sys.executable, "-m", "saved_model_tools", "tfjs", str(tmp_path / "sm"),
+                           "--out", str(tmp_path / "js")], capture_output=True, text=True)
+    lines = [l for l in proc.stderr.splitlines() if "oneDNN" not in l and "absl" not in l]
+    assert proc.returncode == 4, proc.stderr[-2000:]
+    assert lines[0].startswith(f"jax2tf-native tfjs: error: {tmp_path / 'sm'} signature "
+                               f"'serving_default' cannot run in TF.js ("), lines
+    problems = [l for l in lines[1:] if l.startswith("  - ")]
+    assert len(problems) == int(lines[0].split("(")[1].split(" ")[0]) >= 1, lines
+    assert any(l.startswith(f"  - op 'LeftShift' (from {_line(_shift)} in the JAX code) is not "
+                            f"in TF.js 4.22.0's supported ops") for l in problems), problems
     assert not (tmp_path / "js").exists()
 
 

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_ops.plain import dim_arithmetic, folding, op_table, symbolic
+from tf_ops.plain import dim_arithmetic, folding, op_sources, op_table, symbolic
 from tf_ops.plain.errors import PlainLoweringError, unsupported
 from tf_ops.plain.program import Op, Program, Region
 
@@ -140,7 +140,14 @@ class Context:
                            key=lambda v: v.shape.rank, default=None)
             else:
                 inputs = [symbolic.materialize(v) for v in inputs]
-        outputs = entry.emit(self, op, *inputs)
+        sources = op_sources.active()
+        if sources is not None and not tf.executing_eagerly():
+            graph = tf.compat.v1.get_default_graph()
+            start = graph.version
+            outputs = entry.emit(self, op, *inputs)
+            sources.note(graph, start, graph.version, op.source)
+        else:
+            outputs = entry.emit(self, op, *inputs)
         if entry.operands == op_table.BROADCASTING and full is not None:
             # A lowering may return an operand as it is (`x * 1 -> x`): a scalar stands for
             # the whole shape.
