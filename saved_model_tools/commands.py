@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import saved_model_tools
 
@@ -112,7 +113,42 @@ def _verify(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _tflite_int8(args: argparse.Namespace) -> int:
+    """`tflite --int8 --representative FILE.npz`: full-integer quantization (tflite_int8)."""
+    try:
+        report = saved_model_tools.tflite_int8.quantize_int8(
+            args.dir, args.out, Path(args.representative), signature=args.signature)
+    except (OSError, ValueError, KeyError) as e:
+        return _unreadable(args, e.args[0] if isinstance(e, KeyError) and e.args else e)
+    sys.stdout.write(report.to_json() if args.json else _int8_text(report))
+    return {"quantized": 0, "failed": 1}.get(report.status,
+                                             saved_model_tools.tflite.EXIT_NOT_CONVERTED)
+
+
+def _int8_text(report) -> str:
+    lines = [f"tflite --int8 {report.saved_model_dir} [{report.signature}]: {report.status}"]
+    if report.ok:
+        lines.append(f"wrote {report.out_file}; operators "
+                     + ", ".join(f"{k} x{v}" for k, v in report.operators.items())
+                     + f"; float tensors {report.float_tensors}")
+        lines += [f"  {a.output} vs JAX ({a.examples} recorded rows): max|diff| "
+                  f"{a.max_abs_error:.3g} ({a.relative_error:.2%} of max|JAX|)"
+                  + ("" if a.argmax_agreement is None
+                     else f", argmax agreement {a.argmax_agreement:.0%}")
+                  for a in report.accuracy]
+    lines += [f"  {e}" for e in report.conversion_errors]
+    if report.run_error:
+        lines.append(f"  {report.run_error}")
+    return "\n".join(lines) + "\n"
+
+
 def _tflite(args: argparse.Namespace) -> int:
+    if args.int8 or args.representative:
+        if not (args.int8 and args.representative):
+            return fail(args, "--int8 needs --representative FILE.npz (one array per input, "
+                              "examples along axis 0), and --representative needs --int8",
+                        EXIT_UNREADABLE)
+        return _tflite_int8(args)
     tflite_lib = saved_model_tools.tflite
     SavedModelReadError = saved_model_tools.inspect.SavedModelReadError
     ManifestError = saved_model_tools.manifest.ManifestError
@@ -189,6 +225,12 @@ def add_tflite_command(subparsers) -> argparse.ArgumentParser:
                         help="write a model needing SELECT_TF_OPS if builtins do not suffice")
     parser.add_argument("--allow-no-references", action="store_true",
                         help="exit 0 when a model without references converts and runs")
+    parser.add_argument("--int8", action="store_true",
+                        help="full-integer quantization (int8 inputs and outputs, "
+                             "TFLITE_BUILTINS_INT8 only); needs --representative")
+    parser.add_argument("--representative", metavar="FILE.npz", default=None,
+                        help="with --int8: calibration inputs, one array per input name, "
+                             "examples along axis 0")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(handler=_tflite)
     return parser

@@ -144,6 +144,9 @@ def _converter(directory: Path, signature: str, samples: list) -> tf.lite.TFLite
 
 def _samples(representative, names: list[str]) -> list[dict]:
     """One {input: batch-of-1 float32 array} per example of the representative data."""
+    if isinstance(representative, (str, os.PathLike)):
+        with np.load(representative) as data:
+            representative = {k: data[k] for k in data.files}
     if not isinstance(representative, Mapping):
         if len(names) != 1:
             raise ValueError(f"representative: the signature has inputs {names}; pass a dict "
@@ -195,8 +198,9 @@ def quantize_int8(saved_model_dir: str | Path, out_file: str | Path, representat
       saved_model_dir: the SavedModel directory (plain graphs, `enable_xla=False`, quantize
         with builtins; an XlaCallModule graph goes through TF's StableHLO path).
       out_file: the .tflite file to write (replaced atomically; not written on failure).
-      representative: calibration inputs: {input name: float examples along axis 0}, or one
-        array for a signature with one input (a few hundred typical inputs).
+      representative: calibration inputs: {input name: float examples along axis 0}, one
+        array for a signature with one input, or the path of an .npz file holding such a
+        dict (a few hundred typical inputs).
       signature: the signature to quantize.
 
     Returns:

@@ -36,6 +36,16 @@ class _NnxCnn(nnx.Module):
         return self.linear(x.reshape(x.shape[0], -1))
 
 
+def _nnx_cnn(seed=0) -> _NnxCnn:
+    """The CNN with numpy weights: its own initializers' XLA compiles take ~10-30 s on a
+    loaded 2-core machine (nnx.eval_shape builds the module without running them)."""
+    graph, state = nnx.split(nnx.eval_shape(lambda: _NnxCnn(nnx.Rngs(0))))
+    rng = np.random.default_rng(seed)
+    state = jax.tree.map(
+        lambda s: (0.3 * rng.standard_normal(s.shape)).astype(s.dtype), state)
+    return nnx.merge(graph, state)
+
+
 def _encoder_params(seed=0):
     rng = np.random.default_rng(seed)
     normal = lambda *shape: (0.2 * rng.standard_normal(shape)).astype(np.float32)
@@ -87,7 +97,7 @@ def tf_lite_runner(path):
 
 
 def test_nnx_cnn_with_avg_pool_runs_in_tflite_with_dynamic_batch(tmp_path):
-    model = _NnxCnn(nnx.Rngs(0))
+    model = _nnx_cnn()
     rng = np.random.default_rng(1)
     images = lambda batch: [rng.standard_normal((batch, 16, 16, 1)).astype(np.float32)]
     saved_model_tools.save_model(tmp_path / "cnn", model, images(3),

@@ -3,11 +3,13 @@ CNN (benchmarks/handwritten_pairs.py) saved as plain TF ops gives the operators 
 models written by hand in Keras, with no float tensor left, and about their accuracy against
 float JAX. The long run with more calibration and held-out data:
 tools/int8_quantization.py (tools/results/int8_quantization.md)."""
+import json
+
 import numpy as np
 import pytest
 
 from benchmarks.handwritten_pairs import PAIRS
-from saved_model_tools import tflite_int8
+from saved_model_tools import commands, tflite_int8
 from saved_model_tools.demo_saved_model import small_saved_model
 from tools import int8_quantization
 
@@ -40,3 +42,17 @@ def test_representative_data_that_does_not_fit_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"no examples for inputs \['x'\]"):
         tflite_int8.quantize_int8(directory, tmp_path / "m.tflite", {"y": np.zeros((4, 3))})
     assert not list(tmp_path.iterdir())
+
+
+def test_cli_int8_quantizes_with_representative_npz(tmp_path, capsys):
+    directory = small_saved_model()
+    data = tmp_path / "calibration.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((16, 3)).astype(np.float32))
+    out = tmp_path / "m.tflite"
+    code = commands.main(["tflite", str(directory), "--out", str(out), "--int8",
+                          "--representative", str(data), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and out.is_file() and report["status"] == "quantized", report
+    assert report["float_tensors"] == 0 and report["accuracy"][0]["relative_error"] < 0.1
+    assert commands.main(["tflite", str(directory), "--out", str(out), "--int8"]) == 2
+    assert "--int8 needs --representative" in capsys.readouterr().err

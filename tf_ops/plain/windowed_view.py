@@ -143,10 +143,17 @@ class View:
         self.window = window
         self.spans = _spans(padded, window)
         strides = window.strides
-        # Split only up to 5 dimensions: TFLite's Slice, Reshape and StridedSlice take no
-        # more (a 2x2/2 pool of NHWC would be 6-D); beyond, strided slices of the operand.
+        # The last dimension, taken whole by every position (NHWC's C), joins the split of
+        # the one before it ([W / s, s * C]: a position's block of C is contiguous), so a
+        # strided 2-D pool of NHWC is 5-D. Views stay within MAX_RANK dimensions (TFLite's
+        # Slice and Reshape take no more); beyond, strided slices of the operand.
+        rank = padded.shape.rank
+        last = padded.shape[-1] if rank >= 2 else None
+        self.merged = (rank >= 2 and last is not None
+                       and all(is_int(v) for v in (strides[-2], strides[-1], window.dims[-1]))
+                       and strides[-2] > 1 and strides[-1] == 1 and window.dims[-1] == 1)
         self.split = all(is_int(st) for st in strides) and 0 < sum(
-            st > 1 for st in strides) <= MAX_RANK - padded.shape.rank
+            st > 1 for st in strides) - self.merged <= MAX_RANK - rank
         self.counts = [span if is_int(st) and st == 1 else (span + st - 1) // st
                        for span, st in zip(self.spans, strides)]
         self.tensor = padded
@@ -160,6 +167,8 @@ class View:
             shape = []
             for size, e, st in zip(sizes, extra, strides):
                 shape += [(size + e) // st, st] if st > 1 else [size]
+            if self.merged:
+                shape[-2:] = [shape[-2] * shape[-1]]
             self.tensor = tf.reshape(self.tensor, vector(shape))
 
     def at(self, offsets, shape=None) -> tf.Tensor:
@@ -178,6 +187,9 @@ class View:
                 else:
                     begin.append(start)
                     size.append(span)
+            if self.merged:  # [.., o % s, 0] of [.., s, C] is [.., (o % s) * C] of [.., s * C]
+                begin[-2:] = [begin[-2] * size[-1] + begin[-1]]
+                size[-2:] = [size[-1]]
             view = tf.reshape(tf.slice(self.tensor, vector(begin), vector(size)),
                               vector(self.counts))
         if shape is not None:
