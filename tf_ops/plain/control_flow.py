@@ -6,16 +6,17 @@ import re
 
 import tensorflow as tf
 
-from tf_ops.plain import linalg_ops, symbolic as sym, windows
+from tf_ops.plain import lapack_kernels, linalg_ops, symbolic as sym, windows
 from tf_ops.plain.program import Op
 
 SHAPE_ASSERTION = "shape_assertion"
 # Single-device modules carry sharding annotations as custom calls: they only mark a value.
 _IDENTITY_TARGETS = ("Sharding",)
 # Custom calls that stand for ops, as (emit, check or None): StableHLO ops JAX writes as custom
-# calls when a size is symbolic, and XLA's Householder kernels the portable QR writes.
+# calls when a size is symbolic, XLA's Householder kernels the portable QR writes, and
+# jaxlib's LAPACK calls that TF has kernels for (lapack_kernels).
 _LOWERED_TARGETS = {"stablehlo.dynamic_reduce_window": (windows.dynamic_reduce_window, None),
-                    **linalg_ops.CUSTOM_CALLS}
+                    **linalg_ops.CUSTOM_CALLS, **lapack_kernels.CUSTOM_CALLS}
 _SUPPORTED_TARGETS = (SHAPE_ASSERTION,) + _IDENTITY_TARGETS + tuple(_LOWERED_TARGETS)
 
 
