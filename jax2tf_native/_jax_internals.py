@@ -30,6 +30,20 @@ from jax._src.lax.linalg import geqrf_p as geqrf_p  # noqa: F401
 OVERRIDE_LOWERING_RULES_KWARG = "_override_lowering_rules"
 
 
+# Why: plain TF graphs (enable_xla=False) run cholesky, triangular_solve, eigh and svd on TF's own
+# kernels by way of the LAPACK custom calls of JAX's CPU lowering (tf_ops.plain.lapack_kernels).
+# For eigh and svd the plain rule table still overrides the primitive, to send what JAX's CPU
+# lowering refuses (subset_by_index, svd's QR/Jacobi algorithms) to the portable rule, so the
+# override must call JAX's own CPU rule for the rest. JAX keeps that rule only in its lowering
+# registry (`mlir.register_lowering(..., platform="cpu")`), which has no public reader.
+from jax._src.interpreters import mlir as _jax_mlir_registry  # noqa: E402
+
+
+def cpu_lowering_rule(primitive) -> Callable:
+    """JAX's own CPU lowering rule of `primitive` (LAPACK custom calls for linear algebra)."""
+    return _jax_mlir_registry._platform_specific_lowerings["cpu"][primitive].rule
+
+
 # Why: `jax.experimental.jax2tf.call_tf(..., call_tf_graph=True)` lowers to a custom call that
 # names a TF concrete function by its index in XlaCallModule's `function_list`; while lowering,
 # it appends the function to `jax2tf._thread_local_state.call_tf_concrete_function_list` and

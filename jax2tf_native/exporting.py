@@ -76,11 +76,15 @@ def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
            platforms: Sequence[str] | None,
            disabled_checks: Sequence[jax.export.DisabledSafetyCheck],
            linalg: str = "portable", shardings=None,
-           max_calling_convention: int | None = None) -> jax.export.Exported:
+           max_calling_convention: int | None = None,
+           plain: bool = False) -> jax.export.Exported:
     """`jax.export.export(jax.jit(fun))` at a calling convention the installed TF runs.
 
     With `linalg="portable"` linear algebra is lowered to StableHLO that TF's XLA runs (see
-    `linalg_portable`); "native" keeps JAX's lowering (LAPACK custom calls on CPU).
+    `linalg_portable`); "native" keeps JAX's lowering (LAPACK custom calls on CPU). `plain`:
+    the module will run as plain TF ops (`enable_xla=False`): a portable CPU export then keeps
+    JAX's LAPACK calls for cholesky, triangular_solve, eigh and svd, which the plain lowering
+    runs on TF's own kernels (`linalg.plain_lowering_rules`).
     `shardings` (a `shardings.FunctionShardings` of the flat `fun`) become the jit's in/out
     shardings; outputs past those it lists (residuals) are unspecified.
     `max_calling_convention` caps the calling convention further (a `target_tf`'s).
@@ -93,7 +97,8 @@ def export(fun: Callable, args_specs: tuple, kwargs_specs: dict, *,
         (ShapedArray(float32[3]),)
     """
     version = negotiated_calling_convention_version(max_calling_convention)
-    scope = (linalg_portable.export_scope(platforms=platforms or (jax.default_backend(),))
+    scope = (linalg_portable.export_scope(platforms=platforms or (jax.default_backend(),),
+                                          plain=plain)
              if check_linalg_mode(linalg) == "portable" else contextlib.nullcontext({}))
     with scope as extra_export_kwargs:
         exporter = jax.export.export(_jit(fun, shardings), platforms=platforms,
@@ -182,7 +187,7 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
             exported = export(fun, tuple(s.struct for s in specs), {},
                               platforms=options.platforms,
                               disabled_checks=options.disabled_checks, linalg=options.linalg,
-                              shardings=shardings,
+                              shardings=shardings, plain=options.plain,
                               max_calling_convention=(options.target_tf.max_calling_convention
                                                       if options.target_tf else None))
     except ValueError as e:

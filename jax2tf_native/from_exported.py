@@ -13,6 +13,7 @@ from jax2tf_native.errors import (ArgumentShapeError, ArgumentTypeError, Exporte
                                   ModuleNotRunnableHereError)
 from jax2tf_native.exported_function import ExportedFunction, leaf_specs
 from tf_ops import custom_call_check, tf_targets, versions
+from tf_ops.plain import lapack_kernels
 
 
 def deserialize(exported_or_bytes, *, stablehlo_version: str | None = None
@@ -78,7 +79,9 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
       rewrite_lapack: True (default): a CPU module's jaxlib LAPACK custom calls
         (`lapack_sgetrf_ffi`, ...), which TF cannot run, are replaced by portable StableHLO
         functions with the same results (`jax2tf_native.lapack_rewrite`); the returned
-        function's `lapack_rewritten` lists them. False leaves the module as it is.
+        function's `lapack_rewritten` lists them. False leaves the module as it is. With
+        `enable_xla=False` the calls TF has kernels for (potrf, trsm, syevd/heevd, gesdd) are
+        kept and run on those kernels (`Cholesky`, ...; `tf_ops.plain.lapack_kernels`).
       enable_xla: True (default): one XlaCallModule op. False: the artifact's module (after
         the LAPACK rewrite) and its VJPs run as ordinary TF ops, as `convert(...,
         enable_xla=False)` does; an op with no exact lowering raises `PlainLoweringError` here.
@@ -105,9 +108,10 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
     plain = not converter.check_enable_xla(enable_xla)
     target = tf_targets.resolve(target_tf)
     stablehlo_version = tf_targets.target_stablehlo_version(target, stablehlo_version)
+    # Plain graphs run the LAPACK calls TF has kernels for on those kernels (lapack_kernels).
     rewrite = lapack_rewrite.rewrite_exported(
         deserialize(exported_or_bytes, stablehlo_version=stablehlo_version),
-        enabled=rewrite_lapack)
+        enabled=rewrite_lapack, keep=lapack_kernels.TARGETS if plain else ())
     # A module whose main is dynamic where the artifact declares static shapes (JAX's own
     # back-compat data) is refined to the declared shapes, as XlaCallModule would.
     exported = exporting.exported_for_target(

@@ -13,6 +13,7 @@ from jax2tf_native import lapack_rewrite, poly_specs
 from saved_model_tools import manifest, references
 from saved_model_tools.writer import save
 from tf_ops import custom_call_check
+from tf_ops.plain import lapack_kernels
 
 
 def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: Any = None,
@@ -63,8 +64,10 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
         >>> [(t.name, t.shape) for t in record.signature("serving_default").inputs]
         [('x', (None, 3))]
     """
-    rewrite = lapack_rewrite.rewrite_exported(jax2tf_native.deserialize(exported_or_bytes),
-                                              enabled=rewrite_lapack)
+    # Plain graphs run the LAPACK calls TF has kernels for on those kernels (lapack_kernels).
+    rewrite = lapack_rewrite.rewrite_exported(
+        jax2tf_native.deserialize(exported_or_bytes), enabled=rewrite_lapack,
+        keep=lapack_kernels.TARGETS if enable_xla is False else ())
     exported = rewrite.exported
     args_tree, kwargs_tree = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals)
     if kwargs_tree:

@@ -60,6 +60,21 @@ def test_geqrf_lowers_to_lapack_on_cpu_without_the_override():
     assert "lapack_sgeqrf" in text
 
 
+@pytest.mark.parametrize("primitive, fun, target", [
+    (jax.lax.linalg.eigh_p, jnp.linalg.eigh, "lapack_ssyevd_ffi"),
+    (jax.lax.linalg.svd_p, jnp.linalg.svd, "lapack_sgesdd_ffi")])
+def test_cpu_lowering_rule_is_jax_lapack_lowering(primitive, fun, target):
+    """The plain rule table (jax2tf_native.linalg.plain_rules) calls JAX's CPU rule of eigh and
+    svd from an override; it must emit the LAPACK call that TF's kernels replace."""
+    rule = _jax_internals.cpu_lowering_rule(primitive)
+    name = _jax_internals.OVERRIDE_LOWERING_RULES_KWARG
+    exported = jax.export.export(jax.jit(fun), platforms=("cpu",),
+                                 **{name: ((primitive, rule),)})(np.eye(3, dtype=np.float32))
+    assert f"custom_call @{target}" in exported.mlir_module(), (
+        f"JAX's CPU lowering rule of {primitive} moved out of mlir._platform_specific_lowerings "
+        f"or stopped emitting LAPACK: update _jax_internals.cpu_lowering_rule")
+
+
 def test_export_accepts_override_lowering_rules_and_applies_them():
     import inspect
     name = _jax_internals.OVERRIDE_LOWERING_RULES_KWARG

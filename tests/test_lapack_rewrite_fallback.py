@@ -15,7 +15,7 @@ def test_an_exception_inside_the_rewrite_becomes_the_named_custom_call_error(mon
     artifact = jax.export.export(jax.jit(jnp.linalg.cholesky))(
         jax.ShapeDtypeStruct((3, 3), np.float32))
 
-    def broken(module):
+    def broken(module, *keep):
         raise RuntimeError("surgery broke\nsecond line")
 
     monkeypatch.setattr(surgery, "rewrite_module", broken)

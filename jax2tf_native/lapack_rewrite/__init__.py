@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Collection
 
 import jax
 import jax.interpreters.mlir as jax_mlir
@@ -48,21 +49,22 @@ class RewriteResult:
     failures: tuple[surgery.RewriteFailure, ...] = ()
 
 
-def _rewrite_bytes(serialized: bytes) -> tuple[bytes | None, list[str], list]:
+def _rewrite_bytes(serialized: bytes, keep: frozenset[str]
+                   ) -> tuple[bytes | None, list[str], list]:
     with jax_mlir.make_ir_context() as context:
         context.emit_error_diagnostics = False
         try:
             module = jax_extend_mlir.deserialize_portable_artifact(serialized)
         except Exception:  # unreadable bytes: left to module_for_tf, which names the fix
             return None, [], []
-        if not surgery.has_lapack_calls(module):
+        if not surgery.has_lapack_calls(module, keep):
             return None, [], []
         try:
             module_verify.verify_module(module)
         except module_verify.ModuleVerifyError:
             return None, [], []  # left as it is: module_for_tf reports it, as for any module
         try:
-            rewritten, failures = surgery.rewrite_module(module)
+            rewritten, failures = surgery.rewrite_module(module, keep)
             if not rewritten:
                 return None, [], failures
             module_verify.verify_module(module)
@@ -74,11 +76,12 @@ def _rewrite_bytes(serialized: bytes) -> tuple[bytes | None, list[str], list]:
             reason = (f"the rewrite failed ({type(e).__name__}: "
                       f"{first_line(e)[:200]})")
             return None, [], [surgery.RewriteFailure(t, reason)
-                              for t in surgery.lapack_targets(module)]
+                              for t in surgery.lapack_targets(module, keep)]
     return blob, rewritten, failures
 
 
-def rewrite_exported(exported: jax.export.Exported, *, enabled: bool = True) -> RewriteResult:
+def rewrite_exported(exported: jax.export.Exported, *, enabled: bool = True,
+                     keep: Collection[str] = ()) -> RewriteResult:
     """`exported` with its LAPACK custom calls replaced by portable StableHLO functions.
 
     Only modules lowered for CPU can hold them. The VJP chain (`exported.vjp()`) is rewritten
@@ -87,6 +90,8 @@ def rewrite_exported(exported: jax.export.Exported, *, enabled: bool = True) -> 
     Args:
       exported: the artifact.
       enabled: False returns `exported` unchanged (`rewrite_lapack=False` of the callers).
+      keep: targets left as they are: the plain lowering (`enable_xla=False`) runs
+        `tf_ops.plain.lapack_kernels.TARGETS` on TF's own kernels.
 
     Returns:
       A `RewriteResult`.
@@ -105,14 +110,15 @@ def rewrite_exported(exported: jax.export.Exported, *, enabled: bool = True) -> 
     if (not enabled or "cpu" not in exported.platforms
             or b"lapack_" not in exported.mlir_module_serialized):
         return RewriteResult(exported)
-    blob, rewritten, failures = _rewrite_bytes(exported.mlir_module_serialized)
+    keep = frozenset(keep)
+    blob, rewritten, failures = _rewrite_bytes(exported.mlir_module_serialized, keep)
     for failure in failures:
         logger.warning("jax2tf_native: could not rewrite %s to portable StableHLO: %s",
                        failure.target, failure.reason)
     if blob is None:
         return RewriteResult(exported, (), tuple(failures))
     new = _jax_internals.exported_with_module(
-        exported, blob, lambda vjp: rewrite_exported(vjp).exported)
+        exported, blob, lambda vjp: rewrite_exported(vjp, keep=keep).exported)
     return RewriteResult(new, tuple(sorted(set(rewritten))), tuple(failures))
 
 

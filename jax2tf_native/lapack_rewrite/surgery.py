@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
+from collections.abc import Collection
 
 import jax
 import jax.interpreters.mlir as jax_mlir
@@ -127,23 +128,29 @@ def _splice(module: ir.Module, sig: CallSignature, prefix: str) -> str:
     return renames["main"]
 
 
-def _lapack_calls(module: ir.Module) -> list[tuple[ir.Operation, CallSignature]]:
+def _lapack_calls(module: ir.Module, keep: Collection[str] = ()
+                  ) -> list[tuple[ir.Operation, CallSignature]]:
+    """The module's LAPACK calls, but those whose target is in `keep`."""
     return [(found.op.operation, sig) for found in mlir_walk.walk(module.operation)
-            if found.target is not None and (sig := signature_of(found.op.operation)) is not None]
+            if found.target is not None and found.target not in keep
+            and (sig := signature_of(found.op.operation)) is not None]
 
 
-def lapack_targets(module: ir.Module) -> list[str]:
-    """The LAPACK custom-call targets of `module`, one per call site in program order."""
-    return [sig.target for _, sig in _lapack_calls(module)]
+def lapack_targets(module: ir.Module, keep: Collection[str] = ()) -> list[str]:
+    """The LAPACK custom-call targets of `module` (not in `keep`), one per call site in
+    program order."""
+    return [sig.target for _, sig in _lapack_calls(module, keep)]
 
 
-def has_lapack_calls(module: ir.Module) -> bool:
-    """Whether `module` holds any of the 48 jaxlib LAPACK custom calls."""
-    return bool(_lapack_calls(module))
+def has_lapack_calls(module: ir.Module, keep: Collection[str] = ()) -> bool:
+    """Whether `module` holds any of the 48 jaxlib LAPACK custom calls (not in `keep`)."""
+    return bool(_lapack_calls(module, keep))
 
 
-def rewrite_module(module: ir.Module) -> tuple[list[str], list[RewriteFailure]]:
-    """Rewrites every LAPACK custom call of `module` in place (inside its MLIR context).
+def rewrite_module(module: ir.Module, keep: Collection[str] = ()
+                   ) -> tuple[list[str], list[RewriteFailure]]:
+    """Rewrites every LAPACK custom call of `module` (but targets in `keep`) in place (inside
+    its MLIR context).
 
     Returns:
       (the rewritten targets, one per call site in program order; the sites left unchanged
@@ -152,7 +159,7 @@ def rewrite_module(module: ir.Module) -> tuple[list[str], list[RewriteFailure]]:
     rewritten, failures = [], []
     mains: dict[CallSignature, str] = {}
     prefix = None
-    for op, sig in _lapack_calls(module):
+    for op, sig in _lapack_calls(module, keep):
         try:
             if sig not in mains:
                 prefix = prefix or _fresh_prefix(module)

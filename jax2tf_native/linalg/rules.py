@@ -11,7 +11,7 @@ from jax import lax
 
 from jax2tf_native import _jax_internals
 from jax2tf_native.linalg.cholesky import _cholesky_rule, _triangular_solve_rule
-from jax2tf_native.linalg import nonsymmetric_rules
+from jax2tf_native.linalg import nonsymmetric_rules, plain_rules
 from jax2tf_native.linalg.eigh import _eigh_rule
 from jax2tf_native.linalg.lu import _lu_rule
 from jax2tf_native.linalg.qr import (_geqrf_rule, _householder_product_rule, _ormqr_rule,
@@ -77,7 +77,7 @@ def portable_lowering_rules() -> tuple[tuple[Any, Any], ...]:
 
 
 @contextlib.contextmanager
-def export_scope(platforms: Sequence[str] = ("cpu",)
+def export_scope(platforms: Sequence[str] = ("cpu",), *, plain: bool = False
                  ) -> Iterator[dict[str, Any]]:
     """Scope in which ``jax.export.export`` lowers linear algebra portably.
 
@@ -90,6 +90,9 @@ def export_scope(platforms: Sequence[str] = ("cpu",)
         platforms: the platforms the export targets (lower-case JAX names). Used
             to validate the request (``tf_ops.platforms``' one list; "gpu" means
             "cuda"); the rules apply to every exported platform.
+        plain: the module will run as plain TF ops (`enable_xla=False`): a CPU-only export
+            then keeps JAX's CPU lowering where TF has kernels
+            (``plain_rules.plain_lowering_rules``).
 
     Yields:
         ``{"_override_lowering_rules": ...}`` for ``jax.export.export``.
@@ -108,7 +111,10 @@ def export_scope(platforms: Sequence[str] = ("cpu",)
         ...                                platforms=("cpu",), **extra)(a, b)
         >>> check_module_portable(exported)
     """
-    tf_platforms.canonical_platforms(
+    names = tf_platforms.canonical_platforms(
         platforms, fix="Fix: pass the platform names given to jax.export.export.")
-    yield {_jax_internals.OVERRIDE_LOWERING_RULES_KWARG: portable_lowering_rules()}
+    rules = portable_lowering_rules()
+    if plain and names == ("cpu",):
+        rules = plain_rules.plain_lowering_rules(rules)
+    yield {_jax_internals.OVERRIDE_LOWERING_RULES_KWARG: rules}
 

@@ -144,15 +144,16 @@ def test_save_exported_plain(tmp_path):
     np.testing.assert_allclose(got["output_0"].numpy(), np.tanh(x @ params["w"]), rtol=1e-5)
 
 
-def _lapack_cholesky(params, x):
-    return jnp.linalg.cholesky(x) * params
+def _lapack_lu(params, x):
+    return jax.scipy.linalg.lu_factor(x)[0] * params
 
 
 def test_failed_plain_save_writes_nothing(tmp_path):
     directory = tmp_path / "models" / "1"
-    # JAX's own LAPACK lowering (linalg="native") is a custom call: refused, by name.
-    with pytest.raises(NotImplementedError, match=r"`stablehlo.custom_call`.*'lapack_spotrf"):
-        saved_model_tools.save(directory, _lapack_cholesky, np.float32(2),
+    # JAX's own LAPACK lowering (linalg="native") of LU is a custom call TF has no exact
+    # kernel for (its Lu raises on a singular matrix): refused, by name.
+    with pytest.raises(NotImplementedError, match=r"`stablehlo.custom_call`.*'lapack_sgetrf"):
+        saved_model_tools.save(directory, _lapack_lu, np.float32(2),
                                [np.eye(3, dtype=np.float32)], enable_xla=False,
                                linalg="native")
     # Neither the model nor a temporary sibling is left behind.

@@ -49,11 +49,18 @@ def _solve_left(a, b, lower: bool, mode: str):
 
 
 def triangular_solve(ctx, op: Op, a, b):
-    lower = bool(op.attr("lower"))
-    mode = op.attr("transpose_a", "NO_TRANSPOSE")
-    if op.attr("unit_diagonal"):
+    return solve_triangular(a, b, left_side=bool(op.attr("left_side")),
+                            lower=bool(op.attr("lower")),
+                            mode=op.attr("transpose_a", "NO_TRANSPOSE"),
+                            unit_diagonal=bool(op.attr("unit_diagonal")))
+
+
+def solve_triangular(a, b, *, left_side: bool, lower: bool, mode: str, unit_diagonal: bool):
+    """StableHLO's `triangular_solve` (mode NO_TRANSPOSE, TRANSPOSE or ADJOINT) with TF's
+    `MatrixTriangularSolve`; also LAPACK's trsm (`tf_ops.plain.lapack_kernels`)."""
+    if unit_diagonal:
         a = tf.linalg.set_diag(a, tf.ones_like(tf.linalg.diag_part(a)))
-    if op.attr("left_side"):
+    if left_side:
         return _solve_left(a, b, lower, mode)
     # x op(a) = b  <=>  op(a)^T x^T = b^T, and op(a)^T is a^T, a, or conj(a).
     if mode == "NO_TRANSPOSE":

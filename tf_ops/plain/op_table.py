@@ -18,6 +18,7 @@ from tf_ops.plain import (
     conversions,
     fft,
     indexing,
+    lapack_kernels,
     linalg_ops,
     op_rows,
     random_bits,
@@ -212,6 +213,10 @@ CUSTOM_CALLS: dict[str, Lowering] = {
                                                 windows.check_dynamic_reduce_window),
     # XLA's Householder kernels, which the portable QR writes (linalg_ops.py)
     **{target: Lowering(emit, check) for target, (emit, check) in linalg_ops.CUSTOM_CALLS.items()},
+    # jaxlib's LAPACK calls that TF has kernels for (lapack_kernels.py; CPU exports for
+    # enable_xla=False keep them, jax2tf_native.linalg.plain_rules)
+    **{target: Lowering(emit, check)
+       for target, (emit, check) in lapack_kernels.CUSTOM_CALLS.items()},
 }
 
 op_rows.register(OP_TABLE, CUSTOM_CALLS)

@@ -30,6 +30,44 @@ KERNEL = RNG.standard_normal((3, 3, 3, 4)).astype(np.float32)
 SPD = (lambda a: (a @ a.T + 4 * np.eye(4)).astype(np.float32))(RNG.standard_normal((4, 4)))
 
 
+_LAPACK_DTYPES = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+
+
+def _lapack_array(t: str, shape) -> np.ndarray:
+    dtype = _LAPACK_DTYPES[t]
+    a = RNG.standard_normal(shape)
+    if t in "cz":
+        a = a + 1j * RNG.standard_normal(shape)
+    return a.astype(dtype)
+
+
+def _lapack_spd(t: str) -> np.ndarray:
+    a = _lapack_array(t, (4, 4))
+    return (a @ np.conj(a.T) + 4 * np.eye(4)).astype(_LAPACK_DTYPES[t])
+
+
+# The TF op types each LAPACK call's graph holds (the kernel, and JAX's NaN for a failed
+# factorization: LAPACK's info != 0).
+_LAPACK_OPS = {
+    'lapack_spotrf_ffi': {'AddV2': 1, 'All': 1, 'BroadcastTo': 1, 'Cast': 1, 'Cholesky': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
+    'lapack_dpotrf_ffi': {'AddV2': 1, 'All': 1, 'BroadcastTo': 1, 'Cast': 1, 'Cholesky': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
+    'lapack_cpotrf_ffi': {'AddV2': 1, 'All': 1, 'BroadcastTo': 1, 'Cast': 1, 'Cholesky': 1, 'Complex': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'Imag': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'Neg': 1, 'Real': 2, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
+    'lapack_zpotrf_ffi': {'AddV2': 1, 'All': 1, 'BroadcastTo': 1, 'Cast': 1, 'Cholesky': 1, 'Complex': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'Imag': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'Neg': 1, 'Real': 2, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
+    'lapack_strsm_ffi': {'MatrixTriangularSolve': 1},
+    'lapack_dtrsm_ffi': {'MatrixTriangularSolve': 1},
+    'lapack_ctrsm_ffi': {'MatrixTriangularSolve': 1},
+    'lapack_ztrsm_ffi': {'MatrixTriangularSolve': 1},
+    'lapack_ssyevd_ffi': {'AddV2': 1, 'All': 1, 'Cast': 1, 'Equal': 1, 'Fill': 1, 'IsFinite': 1, 'LogicalNot': 1, 'RealDiv': 1, 'SelectV2': 3, 'SelfAdjointEigV2': 1, 'StridedSlice': 1, 'Transpose': 1},
+    'lapack_dsyevd_ffi': {'AddV2': 1, 'All': 1, 'Cast': 1, 'Equal': 1, 'Fill': 1, 'IsFinite': 1, 'LogicalNot': 1, 'RealDiv': 1, 'SelectV2': 3, 'SelfAdjointEigV2': 1, 'StridedSlice': 1, 'Transpose': 1},
+    'lapack_cheevd_ffi': {'AddV2': 1, 'All': 1, 'Cast': 2, 'Complex': 1, 'Equal': 1, 'Fill': 1, 'Imag': 2, 'IsFinite': 2, 'LogicalAnd': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'MatrixSetDiagV3': 1, 'Neg': 1, 'Real': 4, 'RealDiv': 1, 'SelectV2': 3, 'SelfAdjointEigV2': 1, 'StridedSlice': 1, 'Transpose': 1},
+    'lapack_zheevd_ffi': {'AddV2': 1, 'All': 1, 'Cast': 2, 'Complex': 1, 'Equal': 1, 'Fill': 1, 'Imag': 2, 'IsFinite': 2, 'LogicalAnd': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'MatrixSetDiagV3': 1, 'Neg': 1, 'Real': 4, 'RealDiv': 1, 'SelectV2': 3, 'SelfAdjointEigV2': 1, 'StridedSlice': 1, 'Transpose': 1},
+    'lapack_sgesdd_ffi': {'All': 1, 'Cast': 1, 'Equal': 1, 'Fill': 1, 'IsFinite': 1, 'LogicalNot': 1, 'SelectV2': 2, 'StridedSlice': 1, 'Svd': 1},
+    'lapack_dgesdd_ffi': {'All': 1, 'Cast': 1, 'Equal': 1, 'Fill': 1, 'IsFinite': 1, 'LogicalNot': 1, 'SelectV2': 2, 'StridedSlice': 1, 'Svd': 1},
+    'lapack_cgesdd_ffi': {'All': 1, 'Cast': 1, 'Equal': 1, 'Fill': 1, 'Imag': 1, 'IsFinite': 2, 'LogicalAnd': 1, 'LogicalNot': 1, 'Real': 2, 'SelectV2': 2, 'StridedSlice': 1, 'Svd': 1},
+    'lapack_zgesdd_ffi': {'All': 1, 'Cast': 1, 'Equal': 1, 'Fill': 1, 'Imag': 1, 'IsFinite': 2, 'LogicalAnd': 1, 'LogicalNot': 1, 'Real': 2, 'SelectV2': 2, 'StridedSlice': 1, 'Svd': 1},
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Example:
     """One op table row exercised.
@@ -44,6 +82,8 @@ class Example:
       module: StableHLO text, for ops JAX does not write (with `reference`).
       reference: numpy function of the inputs giving the expected outputs (raw modules).
       rtol, atol: for floats; everything else is compared exactly.
+      lapack: export for CPU as JAX does by default, keeping jaxlib's LAPACK calls (the
+        custom calls a plain export keeps for TF's kernels), with 64-bit types enabled.
     """
     op: str
     tf_ops: tuple[str, ...] | None
@@ -54,6 +94,7 @@ class Example:
     reference: Callable | None = None
     rtol: float = 1e-6
     atol: float = 1e-6
+    lapack: bool = False
 
     @property
     def id(self) -> str:
@@ -61,13 +102,13 @@ class Example:
 
 
 def ex(op, tf_ops, fn=None, *inputs, poly=None, module=None, args=(), reference=None,
-       rtol=1e-6, atol=1e-6) -> Example:
+       rtol=1e-6, atol=1e-6, lapack=False) -> Example:
     """An Example: `fn(*inputs)`, or a raw `module` run on `args` against `reference`;
     `tf_ops` a list of op types or a dict of op type -> count."""
     if isinstance(tf_ops, dict):
         tf_ops = [name for name, count in tf_ops.items() for _ in range(count)]
     return Example(op, None if tf_ops is None else tuple(sorted(tf_ops)), fn,
-                   inputs or tuple(args), poly, module, reference, rtol, atol)
+                   inputs or tuple(args), poly, module, reference, rtol, atol, lapack)
 
 
 _RAW_UNARY = """
@@ -285,6 +326,21 @@ EXAMPLES: tuple[Example, ...] = (
        atol=1e-5),
     ex("custom_call:ProductOfElementaryHouseholderReflectors", {"Abs": 3, "AddN": 1, "AddV2": 5, "BroadcastTo": 1, "Cast": 2, "ConcatV2": 3, "Equal": 8, "ExpandDims": 2, "Fill": 3, "GatherV2": 4, "Greater": 3, "GreaterEqual": 2, "Less": 3, "MatMul": 2, "MatrixSetDiagV3": 1, "Maximum": 1, "Minimum": 2, "Mul": 8, "Neg": 1, "Pack": 3, "Range": 4, "RealDiv": 4, "Reshape": 1, "SelectV2": 14, "Sqrt": 2, "Square": 2, "Squeeze": 2, "StatelessWhile": 2, "StridedSlice": 18, "Sub": 6, "Sum": 1},
        lambda a: jnp.abs(jnp.linalg.qr(a)[0]), F.T.copy(), rtol=1e-5, atol=1e-5),
+    # jaxlib's LAPACK calls, kept by a CPU export for TF's kernels (lapack_kernels.py)
+    *[ex(f"custom_call:lapack_{t}potrf_ffi", _LAPACK_OPS[f"lapack_{t}potrf_ffi"],
+         jnp.linalg.cholesky, _lapack_spd(t),
+         rtol=1e-4, atol=1e-4, lapack=True) for t in "sdcz"],
+    *[ex(f"custom_call:lapack_{t}trsm_ffi", _LAPACK_OPS[f"lapack_{t}trsm_ffi"],
+         lambda a, b: jax.scipy.linalg.solve_triangular(a, b, lower=True),
+         _lapack_spd(t), _lapack_array(t, (4, 2)), rtol=1e-4, atol=1e-4, lapack=True)
+      for t in "sdcz"],
+    *[ex(f"custom_call:lapack_{t}{'heevd' if t in 'cz' else 'syevd'}_ffi",
+         _LAPACK_OPS[f"lapack_{t}{'heevd' if t in 'cz' else 'syevd'}_ffi"],
+         lambda a: jnp.linalg.eigvalsh(a), _lapack_spd(t), rtol=1e-4, atol=1e-4, lapack=True)
+      for t in "sdcz"],
+    *[ex(f"custom_call:lapack_{t}gesdd_ffi", _LAPACK_OPS[f"lapack_{t}gesdd_ffi"],
+         lambda a: jnp.linalg.svd(a, compute_uv=False), _lapack_array(t, (4, 3)),
+         rtol=1e-4, atol=1e-4, lapack=True) for t in "sdcz"],
     # ---------------------------------------------------------------- raised forms
     ex("raised.unary", ["Erf"], lax.erf, F),
     ex("raised.gelu", ["AddV2", "Erf", "Mul", "Mul", "Mul"],

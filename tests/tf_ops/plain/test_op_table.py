@@ -30,6 +30,10 @@ def _module_text(example: Example) -> str:
         scope = jax.export.SymbolicScope()
         specs = [jax.ShapeDtypeStruct(jax.export.symbolic_shape(p, scope=scope), s.dtype)
                  if p else s for p, s in zip(example.polymorphic_shapes, specs)]
+    if example.lapack:  # JAX's own CPU export: jaxlib's LAPACK calls stay
+        with jax.enable_x64(True):
+            return jax.export.export(jax.jit(example.fn), platforms=("cpu",))(*specs) \
+                .mlir_module()
     with linalg_portable.export_scope(platforms=("cpu",)) as extra:
         exported = jax.export.export(jax.jit(example.fn), platforms=("cpu",), **extra)(*specs)
     return exported.mlir_module()
@@ -75,7 +79,8 @@ def run_example(example: Example):
     if example.module is not None:
         want = [np.asarray(w) for w in jax.tree.leaves(example.reference(*example.args))]
     else:
-        want = [np.asarray(w) for w in jax.tree.leaves(jax.jit(example.fn)(*example.args))]
+        with jax.enable_x64(example.lapack):
+            want = [np.asarray(w) for w in jax.tree.leaves(jax.jit(example.fn)(*example.args))]
     return graph_ops(concrete), got, want
 
 
