@@ -3,47 +3,38 @@
 values, jvp and first- and second-order TF gradients, under the exactness contract
 (docs/exactness.md). A mismatch that no known class explains fails the test with the
 program's reproducer; known ones are printed (run with -rA to see them) until their fixes
-merge and their entries leave tools/lax_fuzz/known.py. The long runs are
-`python -m tools.lax_fuzz run` (tools/results/fuzz/)."""
-import collections
+merge and their entries leave tools/lax_fuzz/known.py.
 
-from tools.lax_fuzz import batch, known, reproducer
+The slice runs as `python -m tools.lax_fuzz slice` in a background child, which
+tests/conftest.py starts when collection ends (about 1.5 CPU-minutes, beside the rest of the
+suite). The long runs are `python -m tools.lax_fuzz run` (tools/results/fuzz/)."""
+import json
 
-SEED = 35
-BATCHES = 8
-SETTINGS = batch.Settings(pack=20)
+from tests import isolated_process
+
+SEED, BATCHES, PACK = 35, 8, 20
+_JOB = "lax_fuzz slice"
+_TIMEOUT_S = 1200
 
 
-def test_fixed_seed_slice_has_no_unexplained_mismatch():
-    explained = collections.Counter()
-    unexplained = []
-    ran = collections.Counter()
-    for index in range(BATCHES):
-        drawn = batch.draw(SEED, index, SETTINGS)
-        outcome = batch.run(drawn)
-        ran["programs"] += len(drawn.programs) - outcome.skipped
-        ran["symbolic"] += sum(p.polymorphic for p in drawn.programs)
-        ran["derivatives"] += sum(p.grad for p in drawn.programs)
-        ran["x64"] += drawn.x64
-        for key in outcome.stats:
-            ran[key.split("|")[1]] += outcome.stats[key]["results"]
-        for k, mismatch in outcome.mismatches:
-            program = drawn.programs[k]
-            name = known.classify(mismatch, program.ops)
-            if name:
-                explained[name] += 1
-            else:
-                unexplained.append(f"batch {index} program {k}: {mismatch.path} "
-                                   f"{mismatch.check}: {mismatch.detail}\n"
-                                   + reproducer.script(program, mismatch, "CI slice"))
-        for k, path, check, text in outcome.errors:
-            unexplained.append(f"batch {index} program {k}: {path} {check} raised {text}\n"
-                               + drawn.programs[k].source())
-    for name, count in sorted(explained.items()):
+def background_jobs(items, directory) -> dict[str, isolated_process.Job]:
+    return {_JOB: isolated_process.Job(
+        ["-m", "tools.lax_fuzz", "slice", "--seed", str(SEED), "--batches", str(BATCHES),
+         "--pack", str(PACK)], timeout=_TIMEOUT_S, what="python -m tools.lax_fuzz slice")}
+
+
+def test_fixed_seed_slice_has_no_unexplained_mismatch(background):
+    run = background.result(_JOB)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("SLICE ")]
+    assert lines, f"the slice exited {run.returncode}{run.signal_name}:\n{run.output_tail(3000)}"
+    result = json.loads(lines[-1][len("SLICE "):])
+    for name, count in sorted(result["explained"].items()):
         print(f"known, not failing the slice: {name} ({count})")
-    assert not unexplained, "\n\n".join(unexplained[:3])
+    assert not result["unexplained"], "\n\n".join(result["unexplained"][:3])
+    assert run.returncode == 0, run.output_tail(3000)
     # The slice is not vacuous: programs of every kind ran and were compared on both paths.
-    assert ran["programs"] >= BATCHES * SETTINGS.pack * 0.9, ran
+    ran = result["ran"]
+    assert ran["programs"] >= BATCHES * PACK * 0.9, ran
     assert ran["symbolic"] >= 5 and ran["derivatives"] >= 10 and ran["x64"] >= 1, ran
-    assert ran["value"] >= 150 and ran["jvp"] >= 10 and ran["grad1"] >= 10, ran
-    assert ran["grad2"] >= 1, ran
+    assert ran["compared value"] >= 150 and ran["compared jvp"] >= 10, ran
+    assert ran["compared grad1"] >= 10 and ran["compared grad2"] >= 1, ran

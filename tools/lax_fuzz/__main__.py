@@ -3,6 +3,7 @@
     python -m tools.lax_fuzz run --programs 100000 --out tools/results/fuzz/long --workers 2
     python -m tools.lax_fuzz summary --out tools/results/fuzz/long
     python -m tools.lax_fuzz show --seed 0 --batch 3         # a batch's programs as source
+    python -m tools.lax_fuzz slice                           # the CI slice, in this process
 
 `run` is resumable: started again with the same --out (and options) it skips the batches
 already recorded. Each mismatch is confirmed alone, shrunk and written as a runnable
@@ -45,6 +46,10 @@ def main(argv=None) -> int:
     run.add_argument("--quiet", action="store_true")
     summary = sub.add_parser("summary", help="rewrite OUT/summary.md from the JSON lines")
     summary.add_argument("--out", required=True)
+    ci = sub.add_parser("slice", help="a fixed-seed slice in this process (what CI runs)")
+    ci.add_argument("--seed", type=int, default=35)
+    ci.add_argument("--batches", type=int, default=8)
+    ci.add_argument("--pack", type=int, default=20)
     show = sub.add_parser("show", help="print a batch's programs")
     show.add_argument("--seed", type=int, default=0)
     show.add_argument("--batch", type=int, required=True)
@@ -63,6 +68,15 @@ def main(argv=None) -> int:
         report.write(Path(args.out))
         print(Path(args.out) / "summary.md")
         return 0
+    if args.command == "slice":
+        from tools.lax_fuzz import ci_slice
+        result = ci_slice.run_slice(args.seed, args.batches, args.pack)
+        for name, count in sorted(result["explained"].items()):
+            print(f"known: {name} ({count})")
+        for text in result["unexplained"]:
+            print("UNEXPLAINED " + text)
+        print("SLICE " + json.dumps(result), flush=True)
+        return 1 if result["unexplained"] else 0
     if args.command == "show":
         from tools.lax_fuzz import batch
         b = batch.draw(args.seed, args.batch, batch.Settings(pack=args.pack))

@@ -80,6 +80,8 @@ FOUND: list[KnownClass] = [
     KnownClass("reduce_window whose dilated window is larger than the input fails at run time",
                lambda m, ops: m.kind == "error" and any(o.startswith("reduce_window")
                                                         for o in ops)),
+    KnownClass("conv over symbolic spatial dimensions (None dims in TF): TypeError in the lowering",
+               lambda m, ops: m.kind == "error" and bool(ops & {"conv", "conv_int"})),
     KnownClass("complex abs/sign/sqrt of infinite and NaN parts differ from jaxlib",
                lambda m, ops: bool(ops & _COMPLEX_SPECIAL) and m.kind in ("nan", "infinity")),
     KnownClass("max/min flush a subnormal operand to zero (TF's kernels run with DAZ)",
