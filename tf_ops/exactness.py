@@ -73,7 +73,7 @@ class Bound:
     def exact(self) -> bool:
         return not (self.ulps or self.scaled or self.rtol or self.atol or self.tiny)
 
-    def widest(self, other: "Bound") -> "Bound":
+    def widest(self, other: Bound) -> Bound:
         """The bound allowing both differences (for a value two tolerated paths reach)."""
         return Bound(max(self.ulps, other.ulps), max(self.scaled, other.scaled),
                      max(self.rtol, other.rtol), max(self.atol, other.atol),

@@ -12,7 +12,6 @@ reproducer under OUT/reproducers/; OUT/summary.md lists the classes, known and u
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shlex
@@ -22,7 +21,8 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _settings(args) -> "batch.Settings":
+def _settings(args):
+    """The run's `batch.Settings` (a worker gets them as JSON)."""
     from tools.lax_fuzz import batch
     if getattr(args, "settings", None):
         return batch.Settings(**json.loads(args.settings))

@@ -8,7 +8,8 @@ import time
 import jax
 import numpy as np
 
-from tools.lax_fuzz import check as check_lib, generate, paths
+from tools.lax_fuzz import check as check_lib
+from tools.lax_fuzz import generate, paths
 from tools.lax_fuzz.program import Program
 
 
@@ -86,7 +87,7 @@ def _run(programs: list[Program], grad2: bool, checks, out: Outcome,
     out.seconds["jit"] = out.seconds.get("jit", 0.0) + time.perf_counter() - clock
     for path in run_paths:
         clock = time.perf_counter()
-        got, errs = paths.attribute(lambda pk: paths.run_forward(pk, path), ok)
+        got, errs = paths.attribute(lambda pk, path=path: paths.run_forward(pk, path), ok)
         for p, g, w, m, e in zip(ok, got, want, mags, errs):
             if e is not None:
                 _failure(out, index[id(p)], path, "value", e)
@@ -106,14 +107,14 @@ def _run(programs: list[Program], grad2: bool, checks, out: Outcome,
             continue
         clock = time.perf_counter()
         want_g, errs = paths.attribute(
-            lambda pk: paths.run_gradients(pk, "jit", order), graded)
+            lambda pk, order=order: paths.run_gradients(pk, "jit", order), graded)
         graded = [p for p, e in zip(graded, errs) if e is None]
         want_g = [w for w, e in zip(want_g, errs) if e is None]
         out.seconds["jit"] += time.perf_counter() - clock
         for path in run_paths:
             clock = time.perf_counter()
             got, errs = paths.attribute(
-                lambda pk: paths.run_gradients(pk, path, order), graded)
+                lambda pk, path=path, order=order: paths.run_gradients(pk, path, order), graded)
             for p, g, w, e in zip(graded, got, want_g, errs):
                 if e is not None:
                     _failure(out, index[id(p)], path, f"grad{order}", e)

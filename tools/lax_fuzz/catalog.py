@@ -19,7 +19,7 @@ Every value has a state that keeps the comparison sound (docs/exactness.md):
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

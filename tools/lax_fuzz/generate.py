@@ -9,8 +9,15 @@ import jax
 import ml_dtypes
 import numpy as np
 
-from tools.lax_fuzz import catalog, program as program_lib, values as values_lib
-from tools.lax_fuzz import ops_control, ops_elementwise, ops_indexing, ops_structured  # noqa: F401  (register)
+from tools.lax_fuzz import (  # noqa: F401  (register)
+    catalog,
+    ops_control,
+    ops_elementwise,
+    ops_indexing,
+    ops_structured,
+)
+from tools.lax_fuzz import program as program_lib
+from tools.lax_fuzz import values as values_lib
 from tools.lax_fuzz.catalog import Candidate, Ctx, Val
 from tools.lax_fuzz.program import Output, Program, Step
 
@@ -219,7 +226,7 @@ def _prune(made: Program) -> Program:
 
 
 def _names_in(text: str, made: Program) -> set[str]:
-    return {name[2:] if name.startswith("m_") else name
+    return {name.removeprefix("m_")
             for name in re.findall(r"\b(?:m_)?[xv]\d+\b", text)}
 
 

@@ -8,7 +8,7 @@ from tools.lax_fuzz import values as V
 from tools.lax_fuzz.catalog import Candidate, Ctx, dtype_source, register
 
 REAL = V.is_float
-WIDE_ENOUGH = lambda d: d in ("float32", "float64") or V.is_int(d)  # noqa: E731
+WIDE_ENOUGH = lambda d: d in ("float32", "float64") or V.is_int(d)
 
 # Exact bodies: one arithmetic step of the carry, per dtype class ("v" is the carry).
 # No multiply feeds an add: XLA would fuse the two (one rounding), TF rounds each.

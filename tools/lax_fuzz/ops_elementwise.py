@@ -2,6 +2,8 @@
 conversions and bitcasts, each with its contract kind (see `catalog`)."""
 from __future__ import annotations
 
+import numpy as np
+
 from tools.lax_fuzz import values as V
 from tools.lax_fuzz.catalog import Candidate, Ctx, dtype_source, literal, register
 
@@ -9,9 +11,9 @@ REAL = V.is_float
 CPLX = V.is_complex
 INT = V.is_int
 SIGNED = V.SIGNED.__contains__
-INEXACT = lambda d: V.is_float(d) or V.is_complex(d)  # noqa: E731
-NUMERIC = lambda d: d != "bool"  # noqa: E731
-ANY = lambda d: True  # noqa: E731
+INEXACT = lambda d: V.is_float(d) or V.is_complex(d)
+NUMERIC = lambda d: d != "bool"
+ANY = lambda d: True
 
 
 def accepts(kind: str, arith_mag: str | None = None):
@@ -255,7 +257,7 @@ def gen_constant_arith(ctx: Ctx):
         return None
     value = ctx.choice([0, 1, 2, -1, 3, 0.5, -0.0, float("inf"), float("nan"), 1e-40, 255])
     if INT(x.dtype):
-        value = int(value) if value == value and abs(value) != float("inf") else 1
+        value = int(value) if np.isfinite(value) else 1
         if not SIGNED(x.dtype):
             value = abs(value)
     op, template = ctx.choice([("add_const", "lax.add({0}, %s)"), ("mul_const", "lax.mul({0}, %s)"),

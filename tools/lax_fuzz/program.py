@@ -30,7 +30,7 @@ class Step:
     dtype: str = ""
     shape: tuple = ()
 
-    def as_output(self) -> "Output":
+    def as_output(self) -> Output:
         return Output(self.target, self.families, self.target if self.mag else None,
                       self.dtype, self.shape)
 

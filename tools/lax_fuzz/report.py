@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 from tf_ops import exactness
-from tools.lax_fuzz import check as check_lib, known, worker
+from tools.lax_fuzz import check as check_lib
+from tools.lax_fuzz import known, worker
 
 
 def aggregate(records: list[dict]) -> dict:

@@ -6,7 +6,7 @@ import copy
 import dataclasses
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np
