@@ -186,9 +186,10 @@ class Comparison:
       index: the index of the first (non-finite, sign) or worst (value) differing element.
       got, want: those elements (as Python scalars), None when passed.
       max_abs_error: the largest |got - want| where both are finite (0.0 when none).
-      max_ulps: the largest |got - want| in ulps of the expected value, over finite elements.
-      max_scaled: the largest |got - want| / (eps * scale), over finite elements (0.0 without
-        a scale): what `Bound.scaled` must be for the differences seen.
+      max_ulps: the largest |got - want| in ulps of the expected value, over finite elements
+        whose difference the bound's `tiny` floor does not cover.
+      max_scaled: the largest |got - want| / (eps * scale), over the same elements (0.0
+        without a scale): what `Bound.scaled` must be for the differences seen.
       max_use: the largest |got - want| / (what the bound allows), over finite elements
         (inf where the bound allows no difference and there is one): <= 1 passes.
       detail: one line saying what differs, "" when passed.
@@ -337,9 +338,13 @@ def _compare_floats(got, want, dtype: str, bound: Bound, scale) -> Comparison:
             inf_bad &= ~overflowed
         zero_bad = (finite & (g == 0) & (w == 0) & (np.signbit(g) != np.signbit(w))
                     if bound.signed_zeros else np.zeros(g.shape, bool))
+    # The ulps and the scaled part a difference needs, where the flush floor does not cover it.
+    beyond_floor = diff > bound.tiny * np.ldexp(1.0, min_exp)
     measured = dict(max_abs_error=float(np.max(diff)) if diff.size else 0.0,
-                    max_ulps=float(np.max(diff / units)) if diff.size else 0.0,
-                    max_scaled=float(np.max(scaled_use)) if diff.size else 0.0,
+                    max_ulps=float(np.max(np.where(beyond_floor, diff / units, 0.0)))
+                    if diff.size else 0.0,
+                    max_scaled=float(np.max(np.where(beyond_floor, scaled_use, 0.0)))
+                    if diff.size else 0.0,
                     max_use=float(np.max(use)) if diff.size else 0.0)
     count = int(np.count_nonzero(value_bad | nan_bad | inf_bad | zero_bad))
     if not count:

@@ -162,6 +162,8 @@ def _add(ctx: Ctx, cand: Candidate, target: str) -> Step | None:
         family = cand.family
         if family == "reassociation" and values_lib.is_complex(dtype):
             family = "complex_reassociation"
+        if family == "fma_contraction" and sixteen:
+            family = "excess_precision"
         state, families = "approx", frozenset({family})
         mag = cand.mag.format(*names) if cand.mag else None
     elif kind == "transparent" and "approx" in states:

@@ -18,6 +18,9 @@ from collections.abc import Callable
 from tools.lax_fuzz.check import Mismatch
 
 _SUMS = {"reduce_sum", "reduce_prod", "cumsum", "cumprod"}
+_ARITH = {"add", "sub", "mul", "div", "square", "integer_pow3", "integer_pow_neg2",
+          "reciprocal", "sqrt", "add_const", "sub_const", "mul_const", "iota_add", "mul_add",
+          "mul_sub"}
 _MINMAX = {"max", "min", "max_const", "clamp", "reduce_max", "reduce_min", "reduce_window_max",
            "reduce_window_min", "cummax", "cummin", "sort", "top_k"}
 
@@ -29,12 +32,13 @@ class KnownClass:
     matches: Callable[[Mismatch, set], bool]
 
 
-def _subnormal_expected(m: Mismatch) -> bool:
+def _subnormal_involved(m: Mismatch) -> bool:
+    """Either side is subnormal (below float32's and bfloat16's smallest normal)."""
     try:
-        want = float(m.want)
+        values = [float(m.want), float(m.got)]
     except ValueError:
         return False
-    return 0 < abs(want) < 2.0**-125  # below float32's smallest normal (and any wider one's)
+    return any(0 < abs(v) < 2.0**-126 for v in values)
 
 
 def _scatter_mul(m: Mismatch, ops: set) -> bool:
@@ -59,10 +63,13 @@ BEING_FIXED: list[KnownClass] = [
                lambda m, ops: m.kind in ("infinity", "nan") and "mul_complex" in ops),
     KnownClass("max(-0,+0)", lambda m, ops: m.kind == "signed_zero" and bool(ops & _MINMAX)),
     KnownClass("bf16 chains", lambda m, ops: m.dtype in ("bfloat16", "float16")
-               and m.kind == "value"),
+               and m.kind == "value" and bool(ops & _ARITH)),
     KnownClass("signed zeros from Grappler", lambda m, ops: m.kind == "signed_zero"),
 ]
 
+_NAN_MINMAX = _MINMAX | {"scatter_max_clip", "scatter_max_drop", "scatter_max_None",
+                        "scatter_max_promise_in_bounds", "scatter_min_clip", "scatter_min_drop",
+                        "scatter_min_None", "scatter_min_promise_in_bounds"}
 _BODIES = {"cond", "switch", "while_loop", "fori_loop"}
 _COMPLEX_SPECIAL = {"abs_complex", "sign_complex", "sqrt_complex", "log_complex",
                     "exp_complex"}
@@ -85,9 +92,9 @@ FOUND: list[KnownClass] = [
                lambda m, ops: m.kind == "error" and bool(ops & {"conv", "conv_int"})),
     KnownClass("complex abs/sign/sqrt of infinite and NaN parts differ from jaxlib",
                lambda m, ops: bool(ops & _COMPLEX_SPECIAL) and m.kind in ("nan", "infinity")),
-    KnownClass("max/min flush a subnormal operand to zero (TF's kernels run with DAZ)",
-               lambda m, ops: m.kind == "value" and bool(ops & _MINMAX)
-               and _subnormal_expected(m)),
+    KnownClass("max/min keep or flush a subnormal operand unlike XLA (denormals-are-zero)",
+               lambda m, ops: m.kind == "value" and bool(ops & _NAN_MINMAX)
+               and _subnormal_involved(m)),
     KnownClass("reduce_max/min gradient where the extremum is NaN",
                lambda m, ops: m.check != "value" and m.kind in ("nan", "infinity")
                and bool(ops & {"reduce_max", "reduce_min"})),
@@ -95,10 +102,6 @@ FOUND: list[KnownClass] = [
 
 KNOWN: list[KnownClass] = BEING_FIXED + FOUND
 
-
-_NAN_MINMAX = _MINMAX | {"scatter_max_clip", "scatter_max_drop", "scatter_max_None",
-                        "scatter_max_promise_in_bounds", "scatter_min_clip", "scatter_min_drop",
-                        "scatter_min_None", "scatter_min_promise_in_bounds"}
 
 TF_XLA: list[KnownClass] = [
     # Any kind: a dropped NaN changes what a later comparison, argmax or sort gives.

@@ -249,6 +249,20 @@ def gen_bitcast(ctx: Ctx):
                      differentiable=False)
 
 
+@register(0.8, "elementwise")
+def gen_mul_add(ctx: Ctx):
+    """a * b + c (or - c): XLA fuses it into one fused multiply-add, or keeps a float16/
+    bfloat16 chain in float32; TF rounds the product to the type first."""
+    x = ctx.pick(lambda v: REAL(v.dtype) and v.state == "exact")
+    if x is None:
+        return None
+    y = ctx.partner(x)
+    z = ctx.partner(x)
+    op = ctx.choice(["add", "sub"])
+    return Candidate(f"mul_{op}", f"lax.{op}(lax.mul({{0}}, {{1}}), {{2}})", (x, y, z),
+                     "approx", "fma_contraction", mag="wide({0}) * wide({1}) + wide({2})")
+
+
 @register(0.5, "elementwise")
 def gen_constant_arith(ctx: Ctx):
     """An op with a literal constant (scalars broadcast, as in user code: x * 2 + 1)."""
