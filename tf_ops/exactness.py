@@ -60,6 +60,8 @@ class Bound:
         tolerated difference says otherwise).
       overflow: whether, where `scale` is infinite (the terms themselves overflow), NaN,
         infinities and finite values may stand for one another.
+      flush_subnormals: whether a subnormal value and a zero of the same sign are equal (the
+        contract: they are; see `TOLERANCES["flush_to_zero"]`).
     """
     ulps: float = 0.0
     scaled: float = 0.0
@@ -68,6 +70,7 @@ class Bound:
     tiny: float = 0.0
     signed_zeros: bool = True
     overflow: bool = False
+    flush_subnormals: bool = True
 
     @property
     def exact(self) -> bool:
@@ -78,7 +81,8 @@ class Bound:
         return Bound(max(self.ulps, other.ulps), max(self.scaled, other.scaled),
                      max(self.rtol, other.rtol), max(self.atol, other.atol),
                      max(self.tiny, other.tiny), self.signed_zeros and other.signed_zeros,
-                     self.overflow or other.overflow)
+                     self.overflow or other.overflow,
+                     self.flush_subnormals or other.flush_subnormals)
 
 
 EXACT = Bound()
@@ -98,6 +102,11 @@ _LIBM = ("XLA and TF's Eigen kernels evaluate it with different polynomial appro
          "(neither is correctly rounded); jaxlib's and TF's XLA also differ by a few ulps")
 _NEAR_ZERO = " The absolute floor (eps at magnitude 1) covers results near the function's zeros."
 TOLERANCES: dict[str, Tolerance] = {
+    "flush_to_zero": Tolerance(Bound(), "every float result: a subnormal value against a zero "
+                               "of its sign. jaxlib's XLA, TF's XLA and TF's kernels all run "
+                               "with flush-to-zero and denormals-are-zero, but not everywhere "
+                               "alike (TF's XLA keeps a subnormal quotient in a cond branch "
+                               "that jaxlib flushes; TF's max keeps one XLA's flushes)."),
     "libm": Tolerance(Bound(ulps=16, tiny=4), "exp, exp2, log, log1p, expm1, tanh, logistic, sinh, "
                       "cosh, asinh, acosh, atanh, asin, acos, atan, atan2, cbrt, rsqrt, erf, "
                       "erfc, pow: " + _LIBM + "."),
@@ -153,7 +162,7 @@ def describe(bound: Bound) -> str:
         >>> describe(Bound(ulps=16, tiny=4))
         '16 ulps + 4 x smallest normal'
         >>> describe(EXACT)
-        'bit-exact'
+        'bit-exact, but a subnormal equals a zero of its sign'
     """
     parts = []
     if bound.ulps:
@@ -166,7 +175,10 @@ def describe(bound: Bound) -> str:
         parts.append(f"atol {bound.atol:g}")
     if bound.tiny:
         parts.append(f"{bound.tiny:g} x smallest normal")
-    text = " + ".join(parts) or "bit-exact"
+    if not parts:
+        return "bit-exact" + (", but a subnormal equals a zero of its sign"
+                              if bound.flush_subnormals else "")
+    text = " + ".join(parts)
     if not bound.signed_zeros:
         text += "; zero signs may differ"
     if bound.overflow:
@@ -325,6 +337,12 @@ def _compare_floats(got, want, dtype: str, bound: Bound, scale) -> Comparison:
         scaled_use = np.where(diff > 0, diff / np.where(scaled_units > 0, scaled_units, 0.0),
                               0.0)
         value_bad = finite & (diff > allowed)
+        if bound.flush_subnormals:  # a subnormal against a zero of its sign
+            smallest_normal = np.ldexp(1.0, min_exp)
+            flushed = finite & (np.signbit(g) == np.signbit(w)) & (
+                ((g == 0) & (np.abs(w) < smallest_normal))
+                | ((w == 0) & (np.abs(g) < smallest_normal)))
+            value_bad &= ~flushed
         nan_bad = nan_g != nan_w
         inf_bad = ~nan_bad & (inf_g | inf_w) & (g != w)
         if not bound.exact:  # overflow boundary: a finite value within the bound of the largest

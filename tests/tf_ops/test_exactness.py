@@ -68,6 +68,16 @@ def test_ulp_below_the_smallest_normal_is_the_smallest_subnormal():
     assert exactness.ulp([1.0, 2.0], np.float64).tolist() == [2.0**-52, 2.0**-51]
 
 
+def test_a_subnormal_equals_a_zero_of_its_sign():
+    sub = np.float32(1e-40)
+    assert compare(np.float32([sub, -sub]), np.float32([0.0, -0.0])).passed
+    assert compare(np.float32([0.0]), np.float32([sub])).passed
+    assert compare(np.float32([-0.0]), np.float32([sub])).kind == "value"  # not its sign
+    assert compare(np.float32([0.0]), np.float32([1.2e-38])).kind == "value"  # a normal
+    strict = Bound(flush_subnormals=False)
+    assert compare(np.float32([sub]), np.float32([0.0]), strict).kind == "value"
+
+
 def test_tiny_allows_a_flushed_result_near_the_smallest_normal():
     tiny = float(np.finfo(np.float32).tiny)
     got, want = np.float32([0.0]), np.float32([1.5 * tiny])
