@@ -17,7 +17,11 @@ from collections.abc import Callable
 
 from tools.lax_fuzz.check import Mismatch
 
-_SUMS = {"reduce_sum", "reduce_prod", "cumsum", "cumprod"}
+# Sums and products whose terms overflow: the order decides between inf, NaN and a finite value.
+_SUMS = {"reduce_sum", "reduce_prod", "cumsum", "cumprod", "dot_general", "conv",
+         "reduce_window_sum", "reduce_window_avg", "scatter_add_clip", "scatter_add_drop",
+         "scatter_add_None", "scatter_add_promise_in_bounds", "fft", "ifft", "rfft", "irfft",
+         "fft2"}
 _ARITH = {"add", "sub", "mul", "div", "square", "integer_pow3", "integer_pow_neg2",
           "reciprocal", "sqrt", "add_const", "sub_const", "mul_const", "iota_add", "mul_add",
           "mul_sub"}
@@ -77,7 +81,8 @@ _BITCASTS = lambda ops: any(o.startswith("bitcast_") for o in ops)
 
 FOUND: list[KnownClass] = [
     KnownClass("1/x runs TF's approximate vectorized Reciprocal",
-               lambda m, ops: "reciprocal" in ops and m.kind == "value"),
+               lambda m, ops: bool(ops & {"reciprocal", "integer_pow_neg2"})
+               and m.kind == "value"),
     KnownClass("Grappler turns a division by a constant in a cond/loop body into a multiply",
                lambda m, ops: bool(ops & _BODIES) and m.kind == "value"),
     KnownClass("complex divide by an infinity gives NaN",
