@@ -94,9 +94,9 @@ def _run(programs: list[Program], grad2: bool, checks, out: Outcome,
                 continue
             for check in ("value", "jvp"):
                 if check in w and check in checks:
-                    for mm in check_lib.compare_results(p, path, check, g[check], w[check],
-                                                        m if check == "value" else None,
-                                                        out.stats):
+                    for mm in check_lib.compare_results(
+                            p, path, check, g[check], w[check],
+                            m if check == "value" else w["jvp_scale"], out.stats):
                         out.mismatches.append((index[id(p)], mm))
         out.seconds[path] = out.seconds.get(path, 0.0) + time.perf_counter() - clock
     refused = {i for i, _, _ in out.refused}
@@ -119,8 +119,8 @@ def _run(programs: list[Program], grad2: bool, checks, out: Outcome,
                 if e is not None:
                     _failure(out, index[id(p)], path, f"grad{order}", e)
                     continue
-                for mm in check_lib.compare_results(p, path, f"grad{order}", g, w, None,
-                                                    out.stats):
+                for mm in check_lib.compare_results(p, path, f"grad{order}", g, w["grads"],
+                                                    w["scale"], out.stats):
                     out.mismatches.append((index[id(p)], mm))
             out.seconds[path] += time.perf_counter() - clock
 

@@ -34,17 +34,19 @@ def family_key(families) -> str:
 
 
 def compare_results(program: Program, path: str, check: str, got: list, want: list,
-                    mags: list | None, stats: dict) -> list[Mismatch]:
+                    scale, stats: dict) -> list[Mismatch]:
     """Compares the results of one check; adds the measurements to `stats` (keyed by path,
-    check and family: count, differing results, largest ulps, scaled and bound use)."""
+    check and family: count, differing results, largest ulps, scaled and bound use).
+    `scale`: for "value", the results' magnitude companions (None: none); for a derivative
+    check, the largest term of the reference computation (`scales.largest_term`)."""
     found = []
     if check == "value":
         bounds = [(exactness.tolerance(*o.families), o.families, o.dtype) for o in program.outputs]
-        scales = mags or [None] * len(got)
+        scales = scale or [None] * len(got)
     else:
         bounds = [(exactness.tolerance("derivative"), ("derivative",), np.asarray(w).dtype.name)
                   for w in want]
-        scales = [_norm(w) for w in want]
+        scales = [max(_norm(w), scale or 0.0) for w in want]
     for i, (g, w) in enumerate(zip(got, want)):
         bound, families, dtype = bounds[i]
         g, w = np.asarray(g), np.asarray(w)

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 import jax2tf_native
+from tools.lax_fuzz import scales
 from tools.lax_fuzz.program import Program
 
 PATHS = ("xla", "plain")
@@ -165,19 +166,7 @@ def run_forward(pack: Pack, path: str) -> list[dict[str, list]]:
     args = pack.forward_args()
     fn = pack.forward()
     if path == "jit":
-        mags_fns = [p.function(mags=True) for p in pack.programs]
-
-        def reference(*flat):
-            mags, at = [], 0
-            for mags_fn, p in zip(mags_fns, pack.programs):
-                mags.append(mags_fn(*flat[at:at + len(p.inputs)]))
-                at += len(p.inputs) + (len(p.tangents) if p.jvp else 0)
-            return fn(*flat), mags
-        outs, mags = jax.jit(reference)(*args)
-        split = pack.split_forward([np.asarray(o) for o in outs])
-        for entry, per in zip(split, mags):
-            entry["mags"] = [None if m is None else np.asarray(m) for m in per]
-        return split
+        return _reference_forward(pack, args)
     polymorphic = any(p.polymorphic for p in pack.programs)
     specs = pack.forward_specs()
     converted = _convert(fn, path, specs, polymorphic)
@@ -185,26 +174,44 @@ def run_forward(pack: Pack, path: str) -> list[dict[str, list]]:
     return pack.split_forward(_numpy(call(*[tf.constant(a) for a in args])))
 
 
-def run_gradients(pack: Pack, path: str, order: int) -> list[list]:
-    """Per program, the gradients (order 1 or 2) with respect to its float inputs."""
+def _reference_forward(pack: Pack, args) -> list[dict]:
+    """`jax.jit`'s results, each result's magnitude companion (None where it has none; they
+    size the tolerated reassociations, docs/exactness.md), the jvp tangents and their scale
+    (`scales.largest_term`), in one compiled function."""
+    parts = [(p.function(), p.function(mags=True), p) for p in pack.programs]
+
+    def reference(*flat):
+        per, at = [], 0
+        for fn, mags_fn, p in parts:
+            inputs = flat[at:at + len(p.inputs)]
+            at += len(p.inputs)
+            entry = {"value": fn(*inputs), "mags": mags_fn(*inputs)}
+            if p.jvp:
+                tangents = flat[at:at + len(p.float_inputs())]
+                at += len(tangents)
+                by_name = dict(zip(p.inputs, inputs))
+                primals = [by_name[k] for k in p.float_inputs()]
+                g, n = _with_fixed(p, inputs), len(primals)
+                entry["jvp"], entry["jvp_scale"] = scales.largest_term(
+                    lambda *ab, g=g, n=n: jax.jvp(g, ab[:n], ab[n:])[1], *primals, *tangents)
+            per.append(entry)
+        return per
+    per = jax.jit(reference)(*args)
+    return [{key: (float(v) if key == "jvp_scale" else
+                   [None if x is None else np.asarray(x) for x in v])
+             for key, v in entry.items()} for entry in per]
+
+
+def run_gradients(pack: Pack, path: str, order: int) -> list:
+    """Per program, the gradients (order 1 or 2) with respect to its float inputs; on "jit",
+    per program {"grads": [...], "scale": the largest term, `scales.largest_term`}."""
     args = pack.primal_args()
     is_float = pack.is_float()
     fn = pack.primal()
     cts = [c for p in pack.programs for c in p.cts]
     cts2 = [c for p in pack.programs for c in p.cts2]
     if path == "jit":
-        def reference(*flat):
-            def of_floats(*floats):
-                it = iter(floats)
-                return fn(*[next(it) if f else a for a, f in zip(flat, is_float)])
-
-            def first(*floats):
-                return jax.vjp(of_floats, *floats)[1](tuple(cts))
-            floats = [a for a, f in zip(flat, is_float) if f]
-            if order == 1:
-                return first(*floats)
-            return jax.vjp(first, *floats)[1](tuple(cts2))
-        return pack.split_inputs([np.asarray(g) for g in jax.jit(reference)(*args)])
+        return _reference_gradients(pack, args, order)
     polymorphic = any(p.polymorphic for p in pack.programs)
     specs = pack.primal_specs()
     converted = _convert(fn, path, specs, polymorphic)
@@ -227,6 +234,33 @@ def run_gradients(pack: Pack, path: str, order: int) -> list[list]:
 
     call = _caller(tf_grads, args, specs, polymorphic)
     return pack.split_inputs(_numpy(call(*[tf.constant(a) for a in args])))
+
+
+def _reference_gradients(pack: Pack, args, order: int) -> list[dict]:
+    parts = [(p.function(), p) for p in pack.programs]
+
+    def reference(*flat):
+        per, at = [], 0
+        for fn, p in parts:
+            inputs = flat[at:at + len(p.inputs)]
+            at += len(p.inputs)
+            by_name = dict(zip(p.inputs, inputs))
+            floats = [by_name[k] for k in p.float_inputs()]
+            g = _with_fixed(p, inputs)
+
+            def first(*xs, g=g, p=p):
+                return jax.vjp(g, *xs)[1](tuple(p.cts))
+            if order == 1:
+                grads, scale = scales.largest_term(first, *floats)
+            else:
+                grads, scale = scales.largest_term(
+                    lambda *xs, first=first, p=p: jax.vjp(first, *xs)[1](tuple(p.cts2)),
+                    *floats)
+            per.append({"grads": grads, "scale": scale})
+        return per
+    per = jax.jit(reference)(*args)
+    return [{"grads": [np.asarray(x) for x in e["grads"]], "scale": float(e["scale"])}
+            for e in per]
 
 
 def is_refusal(exc: BaseException) -> bool:
