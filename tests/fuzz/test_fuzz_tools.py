@@ -76,3 +76,15 @@ def test_a_reproducer_runs_and_applies_the_contract(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "equal under the contract" in done.stdout, done.stdout
     assert "nan" in done.stdout
+
+
+def test_known_classes_are_per_path():
+    from tools.lax_fuzz import known
+    zero = Mismatch("plain", "value", 0, "signed_zero", "float32", (), "")
+    assert known.classify(zero, ["sign"]) == "sign/cbrt/arcsinh of -0.0"
+    assert known.classify(Mismatch("xla", "value", 0, "signed_zero", "float32", (), ""),
+                          ["sign"]) is None  # h35-fix changes the plain lowering only
+    nan = Mismatch("xla", "value", 0, "nan", "float32", (), "")
+    assert known.classify(nan, ["reduce_max"]).startswith("TF's XLA")
+    assert known.classify(nan, ["exp"]) is None
+    assert known.new_class(nan, ["exp", "max", "exp"]) == "xla value nan float32: exp+max"
