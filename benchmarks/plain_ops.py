@@ -186,7 +186,7 @@ def markdown(results: dict, command: str, load: dict) -> str:
            "`tf_ops.plain.run_program` on the exported module inside a `tf.function` (what "
            "`convert(enable_xla=False)` does; the converter did not have it yet)")
     lines = [
-        "# Plain TF ops vs XlaCallModule (issue 27, point 6)", "",
+        "# Plain TF ops vs XlaCallModule", "",
         f"`{command}`. {harness.machine_sentence(load)} Medians in ms per call, (p10–p90) over "
         "the rounds; ratios of medians, and the median (p10–p90) of the per-round ratios "
         "(candidates timed interleaved, the order changing every round). Plain graph built by "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benchmarks import report_plot
 from benchmarks import targets as targets_lib
 
 RATIO_COLUMNS = (("ours/jax", "ours/JAX"), ("peer/jax", "jax2tf/JAX"), ("ours/peer", "ours/jax2tf"))
@@ -121,59 +122,17 @@ def markdown(result: dict) -> str:
 
 
 def plot(result: dict, path: str | Path) -> Path | None:
-    """Bars of ours/JAX and jax2tf/JAX per row (ours/jax2tf where there is no JAX side).
+    """The plot of the ratios (`report_plot`: a panel per workload, default options).
 
     Returns the PNG path, or None (with the reason printed) when matplotlib is not installed.
     """
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401
     except ImportError:
         print("report: matplotlib is not installed, no plot written "
               "(pip install matplotlib, or the package's `bench` extra).")
         return None
-    vs_jax, vs_peer = [], []
-    for section in result["sections"]:
-        for row in section["rows"]:
-            ours = row["labels"]["ours"]
-            # The ours label already says jit_compile / eager where the setting would.
-            setting = ("" if row["setting"].startswith("tf.function") or row["setting"] in ours
-                       else f"{row['setting']}, ")
-            label = f"{section['group']}: {row['workload']}, {setting}{ours}"
-            if row["ratios"]["ours/jax"] is not None:
-                vs_jax.append((label, row["ratios"]["ours/jax"], row["ratios"]["peer/jax"]))
-            elif row["ratios"]["ours/peer"] is not None:
-                vs_peer.append((label, row["ratios"]["ours/peer"]))
-    heights = [max(1, len(vs_jax)), max(1, len(vs_peer))]
-    fig, axes = plt.subplots(2, 1, figsize=(11, 0.24 * sum(heights) + 2.5),
-                             gridspec_kw={"height_ratios": heights})
-    ax = axes[0]
-    ys = range(len(vs_jax))
-    ax.barh([y + 0.2 for y in ys], [r[1] for r in vs_jax], height=0.4, label="ours / JAX")
-    ax.barh([y - 0.2 for y in ys], [r[2] if r[2] is not None else 0 for r in vs_jax],
-            height=0.4, label="jax2tf / JAX", alpha=0.7)
-    ax.set_yticks(list(ys), [r[0] for r in vs_jax], fontsize=6)
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.axvline(1.05, color="red", linewidth=0.8, linestyle="--", label="1.05 target")
-    ax.set_xscale("log")
-    ax.invert_yaxis()
-    ax.legend(fontsize=7, loc="lower right")
-    ax.set_title("Time relative to jax.jit (lower is better, log scale)", fontsize=9)
-    ax = axes[1]
-    ys = range(len(vs_peer))
-    ax.barh(list(ys), [r[1] for r in vs_peer], height=0.5, color="tab:green",
-            label="ours / jax2tf")
-    ax.set_yticks(list(ys), [r[0] for r in vs_peer], fontsize=6)
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.invert_yaxis()
-    ax.legend(fontsize=7, loc="lower right")
-    ax.set_title("No JAX counterpart: ours relative to jax2tf (lower is better)", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return report_plot.render(result, path)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -226,7 +226,7 @@ def report(rows: list[dict], rounds: int, layers: int, width: int) -> str:
     load = os.getloadavg()
     command = " ".join(["python -m benchmarks.save_memory", *sys.argv[1:]])
     lines = [
-        "# Peak memory and time of writing 2 GiB of parameters (issue 30)", "",
+        "# Peak memory and time of writing 2 GiB of parameters", "",
         f"`{command}`: an MLP of {layers} dense layers "
         f"{width} wide (polymorphic batch), each writer in its own process, order alternating "
         f"round by round, the page cache's dirty pages flushed (`sync`) before each; {rounds} "
@@ -335,7 +335,7 @@ def measure_big(gib: float, width: int) -> str:
     x = lambda n: f"{n / param_bytes:.2f}x"
     verify_above = steps["verify"]["child_peak"] - tf_import
     return "\n".join([
-        f"# A {_gib(param_bytes)} model: save, load without JAX, verify, inspect (issue 30)", "",
+        f"# A {_gib(param_bytes)} model: save, load without JAX, verify, inspect", "",
         f"`python -m benchmarks.save_memory --big-gib {gib:g}`: {layers} dense layers "
         f"{width} wide, float32, {_gib(param_bytes)} of parameters, on a {_gib(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES'))} "
         f"machine shared with other work. Each step in a fresh process; memory: its peak RSS "

@@ -116,6 +116,11 @@ class DifferentiableFunction:
         self.name = flat.name
         self.diff_in = flat.diff_in  # the inputs that take a cotangent
 
+    @property
+    def plain(self) -> bool:
+        """Whether its modules run as ordinary TF ops (`enable_xla=False`)."""
+        return self.options.plain
+
     def _export(self, fun, name: str, specs: Sequence[LeafSpec],
                 shardings: FunctionShardings | None = None) -> PreparedExport:
         fun.__name__ = name

@@ -239,12 +239,15 @@ def _fail(message: str):
     raise ArgumentShapeError(message)
 
 
-def _check(ok, message: str, asserts: list, values: Sequence = ()) -> None:
-    """Checks a condition now if it is a Python bool, else adds a TF assertion.
+def _check(ok, message: str, asserts: list | None, values: Sequence = ()) -> None:
+    """Checks a condition now if it is a Python bool, else adds a TF assertion (none when
+    `asserts` is None).
 
     `values` are (label, value) pairs that the TF assertion prints at run time.
     """
     if _is_tensor(ok):
+        if asserts is None:
+            return
         data = [message]
         for label, value in values:
             data += [f"{label} =", value]
@@ -263,8 +266,9 @@ _FIX = ("Fix: call with shapes that satisfy polymorphic_shapes, or give the dime
 
 
 def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[Any]],
-                    constraints: Sequence[str] = ()) -> list:
-    """Checks actual shapes against the specs; returns TF assert ops for run-time dimensions.
+                    constraints: Sequence[str] = (), graph_asserts: bool = True) -> list:
+    """Checks actual shapes against the specs; returns TF assert ops for run-time dimensions
+    (none with `graph_asserts=False`: what is known now is still checked).
 
     Args:
       specs: the exported spec of each flat argument.
@@ -275,7 +279,7 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
       ArgumentShapeError: a rank or constant dimension differs, or known dimensions contradict a
         dimension variable, its >= 1 bound, or a constraint.
     """
-    asserts: list = []
+    asserts: list | None = [] if graph_asserts else None
     for spec, actual in zip(specs, actual_shapes):
         if len(actual) != len(spec.shape):
             _fail(f"{SPEC_MISMATCH} {spec.path} has rank {len(actual)} (shape {_fmt(actual)}), but the function "
@@ -288,6 +292,8 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
                       f"{_fmt(spec.shape)}, or make that dimension symbolic in "
                       f"polymorphic_shapes.")
     dims = _symbolic_dims(specs, actual_shapes)
+    if not graph_asserts:  # only what is known now: no op for run-time sizes
+        dims = [dim for dim in dims if dim.actual is not None and not _is_tensor(dim.actual)]
     env: dict[str, Any] = {}
     source: dict[str, _Dim] = {}
     progress = True
@@ -368,7 +374,7 @@ def solve_and_check(specs: Sequence[LeafSpec], actual_shapes: Sequence[Sequence[
                    f"the call breaks polymorphic constraint `{constraint}` ({values}). Fix: call "
                    f"with shapes that satisfy it, or relax polymorphic_constraints.", asserts,
                    [(v, env[v]) for v in sorted(env)])
-    return asserts
+    return asserts or []
 
 
 def _show(x) -> str:

@@ -60,7 +60,7 @@ class ExportedFunction:
         self.specs, self.constraints = prepared.leaf_specs, prepared.constraints
         self._stablehlo_version = stablehlo_version
         self._target = target
-        self._plain = plain
+        self.plain = plain
         self._lock = threading.Lock()
         self._vjp: ExportedFunction | None = None
 
@@ -94,7 +94,7 @@ class ExportedFunction:
                 vjp = exporting.exported_for_target(self.exported.vjp(), self._target)
                 prepared = tf_runner.prepare(vjp, leaf_specs(vjp),
                                              stablehlo_version=self._stablehlo_version,
-                                             target=self._target, plain=self._plain)
+                                             target=self._target, plain=self.plain)
                 self._vjp = ExportedFunction(vjp, prepared, self._stablehlo_version,
-                                             self._target, plain=self._plain)
+                                             self._target, plain=self.plain)
             return self._vjp

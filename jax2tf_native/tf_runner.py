@@ -88,17 +88,24 @@ def _cast_for_x64(leaf: ArgLeaf, want: np.dtype) -> tf.Tensor:
 
 
 def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
-               constraints: Sequence[str] = ()) -> tuple[list, list]:
-    """Checks count, dtypes and shapes; returns (tensors to pass, TF assert ops)."""
+               constraints: Sequence[str] = (), graph_asserts: bool = True
+               ) -> tuple[list, list]:
+    """Checks count, dtypes and shapes; returns (tensors to pass, TF assert ops).
+
+    With `graph_asserts=False` what is known now (static shapes, eager calls) is checked and
+    nothing is added to the graph: plain graphs (`enable_xla=False`) carry no `Assert` op, which
+    TF.js's converters and Core ML refuse."""
     if len(leaves) != len(specs):
         raise ArgumentTypeError(
             f"The call has {len(leaves)} array argument(s), but the function was converted for "
             f"{len(specs)}: {[s.path for s in specs]}. Fix: pass arguments with the same pytree "
             f"structure as at conversion.")
     values = [_cast_for_x64(leaf, spec.dtype) for leaf, spec in zip(leaves, specs)]
-    asserts = dim_vars.solve_and_check(
-        specs, tf_arguments.shapes([leaf.value for leaf in leaves],
-                                   [leaf.shape for leaf in leaves]), constraints)
+    # Without graph asserts, sizes unknown now stay None: no op reads them.
+    shapes = tf_arguments.shapes([leaf.value for leaf in leaves],
+                                 [leaf.shape for leaf in leaves]) if graph_asserts \
+        else [list(leaf.shape) for leaf in leaves]
+    asserts = dim_vars.solve_and_check(specs, shapes, constraints, graph_asserts=graph_asserts)
     return values, asserts
 
 
@@ -135,7 +142,8 @@ class CheckedSignatures:
     def check(self, key, leaves: Sequence[ArgLeaf], node) -> tuple[list, list]:
         """`check_args` against `node.specs` and `node.constraints`; remembers `node` for `key`
         when the call is eager and needed no cast."""
-        values, asserts = check_args(node.specs, leaves, node.constraints)
+        values, asserts = check_args(node.specs, leaves, node.constraints,
+                                     graph_asserts=not getattr(node, "plain", False))
         if tf.executing_eagerly() and all(l.dtype == s.dtype
                                           for l, s in zip(leaves, node.specs)):
             self.cache.put(key, node)

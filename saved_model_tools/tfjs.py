@@ -30,7 +30,7 @@ from google.protobuf.json_format import MessageToDict
 from tensorflow.core.protobuf import meta_graph_pb2
 
 from saved_model_tools import atomic_dir
-from tf_ops import tfjs_graph
+from tf_ops import nan_guards, tfjs_graph
 
 SHARD_BYTES = 4 * 1024 * 1024
 _TFJS_DTYPES = {tf.float32: "float32", tf.int32: "int32", tf.bool: "bool"}
@@ -98,7 +98,10 @@ def convert_to_tfjs(saved_model_dir: str | os.PathLike, out_dir: str | os.PathLi
     input_keys = _input_keys(function, inputs)
     output_keys = sorted(function.structured_outputs)   # flat outputs follow sorted keys
     output_names = [t.name for t in outputs]
-    graph_def = tfjs_graph.strip_assertions(graph.as_graph_def(), output_names)
+    # TF.js's kernels decide NaN results, as for a hand-written model (tf_ops.nan_guards).
+    graph_def = nan_guards.strip(graph.as_graph_def())
+    graph_def = tfjs_graph.strip_assertions(graph_def, output_names)
+    graph_def = tfjs_graph.erfc_as_erf(graph_def)
     graph_def = tfjs_graph.simplify(graph_def, graph, output_names)
     problems = _op_problems(graph_def) + _boundary_problems(input_keys, inputs, "input") \
         + _boundary_problems(output_keys, outputs, "output")

@@ -32,15 +32,18 @@ import io
 import json
 import os
 import re
+import tempfile
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from saved_model_tools import inspect as inspect_lib
 from saved_model_tools import manifest as manifest_lib
+from tf_ops import nan_guards
 from saved_model_tools import reference_file, verify_compare
 from saved_model_tools.inspect_stablehlo import native_stderr_captured
 
@@ -69,7 +72,8 @@ class TfliteReport:
     Attributes:
       saved_model_dir: the SavedModel converted.
       signature: the signature key converted.
-      out_file: the .tflite file written, None when conversion failed.
+      out_file: the .tflite file written; None when conversion failed or the interpreter
+        failed the check (a failing model is not written, and an older file is kept).
       status: "passed" (converted; every output matched), "failed" (converted; a mismatch or an
         interpreter error), "not-converted" (the converter refused: see `conversion_errors`), or
         "no-references" (converted and ran, but there was nothing recorded to compare with).
@@ -89,7 +93,7 @@ class TfliteReport:
     """
     saved_model_dir: str
     signature: str
-    out_file: str | None
+    out_file: str | None  # None: not written (not converted, or failed its check)
     status: str
     ops_set: str | None
     size_bytes: int
@@ -115,7 +119,7 @@ class TfliteReport:
 
     def format(self) -> str:
         lines = [f"tflite {self.saved_model_dir} [{self.signature}]"]
-        if self.out_file is None:
+        if self.status == "not-converted":
             lines.append("NOT CONVERTED with TFLITE_BUILTINS; the converter reported:")
             lines.extend(f"  {e}" for e in self.conversion_errors)
             lines.append(f"SELECT_TF_OPS: {self.select_tf_ops}")
@@ -132,7 +136,9 @@ class TfliteReport:
             return "\n".join(lines) + "\n"
         batch = (f"batch fixed at {self.fixed_batch}" if self.fixed_batch is not None
                  else "dynamic batch")
-        lines.append(f"wrote {self.out_file}: {self.size_bytes:,} bytes, ops set {self.ops_set}, "
+        what = (f"wrote {self.out_file}" if self.out_file is not None else
+                "converted, NOT WRITTEN (the interpreter's results fail the check below)")
+        lines.append(f"{what}: {self.size_bytes:,} bytes, ops set {self.ops_set}, "
                      f"{batch}; inputs {self.input_shape_signatures}")
         if self.conversion_errors:
             lines.append("  (builtins only failed: " + "; ".join(self.conversion_errors) + ")")
@@ -186,8 +192,35 @@ def _converter(saved_model_dir: Path, signature: str, fixed_batch: int | None, o
 def _convert(saved_model_dir: Path, signature: str, fixed_batch: int | None, ops: list):
     # On failure MLIR prints every diagnostic with its full call-site chain to fd 2; the
     # exception carries the same errors, of which the report keeps one line each.
-    with native_stderr_captured(), contextlib.redirect_stdout(io.StringIO()):
-        return _converter(saved_model_dir, signature, fixed_batch, ops).convert()
+    with native_stderr_captured(), contextlib.redirect_stdout(io.StringIO()), \
+            _without_nan_guards(saved_model_dir) as directory:
+        return _converter(directory, signature, fixed_batch, ops).convert()
+
+
+@contextlib.contextmanager
+def _without_nan_guards(saved_model_dir: Path):
+    """The SavedModel as TFLite gets it: without the NaN guards of plain graphs (tf_ops.
+    nan_guards: TFLite's kernels decide NaN results, as for a hand-written model). A model
+    without guards is used as it is; otherwise a temporary copy of saved_model.pb with the
+    guards bypassed, beside links to the model's variables and assets."""
+    pb = saved_model_dir / "saved_model.pb"
+    proto = saved_model_pb2.SavedModel.FromString(pb.read_bytes())
+    changed = False
+    for meta_graph in proto.meta_graphs:
+        stripped = nan_guards.strip(meta_graph.graph_def)
+        if stripped != meta_graph.graph_def:
+            meta_graph.graph_def.CopyFrom(stripped)
+            changed = True
+    if not changed:
+        yield saved_model_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="tflite_input_") as temp:
+        copy = Path(temp)
+        (copy / "saved_model.pb").write_bytes(proto.SerializeToString())
+        for entry in saved_model_dir.iterdir():
+            if entry.name != "saved_model.pb":
+                (copy / entry.name).symlink_to(entry.resolve())
+        yield copy
 
 
 def _tflite_ops(model: bytes) -> tuple[str, ...]:
@@ -311,11 +344,6 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
         model, ops_set = selected, BUILTINS_AND_SELECT
 
     out = Path(out_file)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
-    partial.write_bytes(model)
-    os.replace(partial, out)
-
     with warnings.catch_warnings():
         # tf.lite.Interpreter warns that it moves to ai_edge_litert; it is what TF 2.21 ships.
         warnings.simplefilter("ignore")
@@ -379,6 +407,13 @@ def convert_to_tflite(saved_model_dir: str | Path, out_file: str | Path, *,
         status = "no-references"
     else:
         status = "passed"
-    return TfliteReport(str(directory), signature, str(out), status, ops_set, len(model),
+    written = None
+    if status != "failed":  # a model that fails its check is not written (nor one replaced)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".partial")
+        partial.write_bytes(model)
+        os.replace(partial, out)
+        written = str(out)
+    return TfliteReport(str(directory), signature, written, status, ops_set, len(model),
                         _tflite_ops(model), shape_signatures, batch_size, errors, select_note,
                         tuple(checks), time.perf_counter() - start)

@@ -70,7 +70,7 @@ def test_eager_graph_with_none_batch_variables_and_pytrees_equal_jax():
         assert_tree_allclose(f_graph(variables, inputs(batch)), model(PARAMS, inputs(batch)),
                              rtol=1e-5)
     types = assert_no_xla(concrete)
-    assert {"MatMul", "Tanh", "Exp"} <= types or {"BatchMatMulV2", "Tanh", "Exp"} <= types
+    assert {"MatMul", "Tanh", "Softmax"} <= types  # what a TF engineer writes
 
 
 def test_eager_calls_reuse_the_traced_plain_ops(monkeypatch):
@@ -188,13 +188,21 @@ def test_call_tf_inlined_runs_and_call_tf_graph_is_refused():
 
 
 def test_shape_mismatch_keeps_our_error_eagerly_and_in_graphs():
+    """Shapes known when the call is made or traced are checked against the polymorphic
+    shapes; a graph traced with None sizes carries no run-time assertion (TF.js's converters
+    and Core ML refuse Assert ops), so there TF's ops report what does not fit."""
     f_tf = jax2tf.convert(lambda x, y: x + y, polymorphic_shapes=["(b, 3)", "(b, 3)"],
                           enable_xla=False)
     x, y = np.ones((2, 3), np.float32), np.ones((4, 3), np.float32)
     with pytest.raises(jax2tf.ArgumentShapeError, match=r"args\[1\].shape\[0\] = 4.*b = 2"):
         f_tf(x, y)
+    traced = tf.function(f_tf, autograph=False)
+    with pytest.raises(jax2tf.ArgumentShapeError, match=r"args\[1\].shape\[0\] = 4.*b = 2"):
+        traced(x, y)
     spec = tf.TensorSpec([None, 3], tf.float32)
     f_graph = tf.function(f_tf, autograph=False, input_signature=[spec, spec])
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"args\[1\].shape\[0\].*polymorphic shape \(b, 3\) of args\[1\]"):
+    assert not {"Assert", "StringFormat"} & assert_no_xla(f_graph.get_concrete_function())
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Incompatible shapes"):
         f_graph(x, y)
+
+

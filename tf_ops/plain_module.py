@@ -96,6 +96,7 @@ def plain_module_from_exported(exported: jax.export.Exported,
             raise plain.PlainLoweringError(
                 f"enable_xla=False cannot lower '{exported.fun_name}' to plain TensorFlow ops: "
                 f"{_CALL_TF_REFUSAL}.")
+    program = plain.simplify(program)
     plain.check_program(program)
     return PlainModule(program, exported.fun_name)
 

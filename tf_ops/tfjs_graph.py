@@ -68,6 +68,30 @@ def strip_assertions(graph_def, output_names: list[str]):
     return result
 
 
+def erfc_as_erf(graph_def):
+    """A copy of `graph_def` with each `Erfc(x)` written as `1 - Erf(x)`: TF.js has no Erfc
+    kernel (a plain graph's exact GELU, like Keras's, holds one). TF.js's Erf is itself an
+    approximation (within 1.5e-7 of erf), so there `erfc(x)` is within about 2e-7 absolute;
+    past x = 4, where erfc < 2e-8, TF.js gives 0. The node keeps its name: its users do not
+    change."""
+    result = type(graph_def)()
+    result.CopyFrom(graph_def)
+    for node in list(result.node):
+        if node.op != "Erfc":
+            continue
+        dtype = node.attr["T"]
+        erf = result.node.add(name=node.name + "/erf", op="Erf", input=[node.input[0]])
+        erf.attr["T"].CopyFrom(dtype)
+        one = result.node.add(name=node.name + "/one", op="Const")
+        one.attr["dtype"].type = dtype.type
+        one.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(
+            1.0, dtype=tf.as_dtype(dtype.type)))
+        node.op = "Sub"
+        del node.input[:]
+        node.input.extend([one.name, erf.name])
+    return result
+
+
 def simplify(graph_def, graph, output_names: list[str]):
     """Grappler's pruning, constant folding and arithmetic passes (twice), as tensorflowjs does.
 

@@ -10,7 +10,8 @@ Pages, each `docs/api/<dotted name>.md`:
 - the jax2tf objects that jax2tf_native re-exports (call_tf, PolyShape, ...): a page that says
   so, with the signature and docstring read from the installed jax by tools/mkdocs_hooks.py;
 - the submodule functions and modules the guides tell users to call (`SUBMODULE_PAGES`);
-- index.md: every page with the first line of its docstring, by package;
+- index.md: every page with the first sentence of its docstring, grouped by task as
+  tools/api_groups.py says (errors last);
 - cli.md: `jax2tf-native --help` and each command's `--help`, from saved_model_tools/cli.py's
   parser (argparse only: neither TensorFlow nor JAX is imported).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -27,6 +29,8 @@ API_DIR = ROOT / "docs" / "api"
 
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
+
+from api_groups import API_GROUPS, group_pages  # noqa: E402 (tools/ on the path first)
 
 # jax2tf's own objects that jax2tf_native re-exports: the installed file that defines each one
 # (path from site-packages) and the public path users know it by.
@@ -98,7 +102,10 @@ def _reexport_page(name: str) -> str:
 
 
 def _object_page(page: str, path: str) -> str:
-    return f"{_GENERATED}# {page}\n\n::: {path}\n"
+    """The object's page: mkdocstrings' heading is the page's only title, named as users call
+    it (`jax2tf_native.convert`, not the defining module's `jax2tf_native.converter.convert`)."""
+    return (f"---\ntitle: {page}\n---\n{_GENERATED}\n::: {path}\n"
+            f"    options:\n      heading: \"{page}\"\n      heading_level: 1\n")
 
 
 def first_paragraph(docstring: str) -> str:
@@ -123,27 +130,29 @@ def _summaries(paths: dict[str, str]) -> dict[str, str]:
     return summaries
 
 
+def first_sentence(summary: str) -> str:
+    """A summary's first sentence (the index's tables show one line per name)."""
+    match = re.search(r"(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z`(])", summary)
+    return summary[:match.start() + 1] if match else summary
+
+
 def _index_page(summaries: dict[str, str]) -> str:
-    groups = {
-        "jax2tf_native": "`jax2tf_native`: converting",
-        "saved_model_tools": "`saved_model_tools`: SavedModels, TFLite, TF.js",
-    }
     lines = [_GENERATED, "# API reference\n",
-             "One page per public name, generated from its docstring. The names exported at "
-             "the top of each package (`jax2tf_native.__all__`, `saved_model_tools.__all__`) "
-             "come first, then the submodule functions the guides use. The command line is "
-             "on [its own page](cli.md).\n"]
-    for package, title in groups.items():
-        lines.append(f"## {title}\n")
-        names = [p for p in summaries if p.split(".")[0] == package]
-        top = [p for p in names if p.count(".") == 1 and p not in SUBMODULE_PAGES]
-        for heading, pages in (("Package", top), ("Submodules", [p for p in names
-                                                                   if p not in top])):
-            lines.append(f"### {heading}\n")
-            lines += [f"- [`{p}`]({p}.md): {summaries[p]}" for p in sorted(pages, key=str.lower)]
-            lines.append("")
-    lines += ["## Command line\n",
-              "- [`jax2tf-native`](cli.md): every command's `--help`.", ""]
+             "One page per public name, generated from its docstring, grouped by what you do "
+             "with it; the errors come last. `jax2tf_native` converts (`import jax2tf_native` "
+             "imports neither JAX nor TensorFlow until a name is used); `saved_model_tools` "
+             "writes and reads SavedModels, and its reading side (`inspect`, `verify`, "
+             "`tflite`) runs where JAX is not installed. The command line has "
+             "[its own page](cli.md).\n"]
+    for group, pages in group_pages(summaries):
+        lines += [f"## {group.title}\n", f"{group.summary}\n", "| name | what it is |",
+                  "|---|---|"]
+        lines += [f"| [`{p}`]({p}.md) | {first_sentence(summaries[p])} |" for p in pages]
+        lines.append("")
+        if group is API_GROUPS[-2]:
+            lines += ["## Command line\n",
+                      "`jax2tf-native demo | export | inspect | verify | tflite | tfjs`: "
+                      "[every command's `--help`](cli.md).\n"]
     return "\n".join(lines)
 
 

@@ -6,19 +6,18 @@ Each page runs as one generated script in a fresh Python process (so a page may 
 `os.environ["XLA_FLAGS"]` in its first block, before it imports JAX), with a fresh temporary
 directory as its working directory, the repository root on PYTHONPATH, the venv's bin first on
 PATH (`python` and `jax2tf-native` are this venv's) and TF_CPP_MIN_LOG_LEVEL=2 unless set. The
-page's fenced blocks run top to bottom in that directory:
-
-- ```python / ```py: in one namespace (the script's `__main__`), as written (as in `python -c`,
-  a function defined on a page cannot be pickled into a multiprocessing "spawn" child);
-- ```bash / ```sh: `bash -e -o pipefail -c BLOCK`, at their place in the order; a block that
-  installs software (pip, python -m venv, npm, apt) or runs the test suite (pytest) is not run;
-- ```js / ```javascript: Node (CommonJS inside an async function, so `await` works at the top
-  and `require('@tensorflow/tfjs')` finds tests/tfjs/node_modules through NODE_PATH); not run
-  when tests/tfjs/node_modules is missing (`npm ci --prefix tests/tfjs`);
-- ```text, ```console, untagged and other blocks are shown output or sketches: not run.
+page's fenced blocks run top to bottom in that directory, each the way a reader runs it
+(tools/doc_blocks.py says how for each kind of block): Python blocks in one namespace (as in
+`python -c`, a function defined on a page cannot be pickled into a multiprocessing "spawn"
+child), shell blocks with bash, blocks with a file name (```js title="check.mjs") saved under
+it for a later `node check.mjs`, after the page's own `npm install @tensorflow/tfjs@VERSION`.
 
 In README.md the first two ```bash blocks are the install and test commands that `.ci/run`
 runs; they are not run here.
+
+After a page ran, the files it left in its working directory are listed (`PageResult.written`):
+pages a reader follows one after another in one directory must not write the same files
+(tests/docs/test_doc_examples.py checks it).
 
 It prints per page the blocks run and the seconds each took, and the blocks not run with the
 reason. On failure it prints the page, the block's line in the .md, the block and the error's
@@ -42,55 +41,19 @@ import textwrap
 import time
 from pathlib import Path
 
+from tools.doc_blocks import (  # noqa: F401 (re-exported: the tests and callers use them here)
+    ALLOWED_NOT_RUN, INSTALLS_REASON, JS_TAGS, MUST_RUN_TAGS, NO_NODE_REASON, OUTPUT_TAGS,
+    PYTHON_TAGS, SHELL_TAGS, Block, extract_blocks, files_never_run, step_argument)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-NODE_MODULES = REPO_ROOT / "tests" / "tfjs" / "node_modules"
 PAGE_TIMEOUT_S = 300
 ERROR_TAIL_LINES = 25
 # Pages started and not finished, so that `stop_all` can end them (an interrupted test run).
 _LIVE_PROCESSES: set[subprocess.Popen] = set()
 _QUEUED: list[concurrent.futures.Future] = []
 
-PYTHON_TAGS = {"python", "py", "python3"}
-SHELL_TAGS = {"bash", "sh", "shell"}
-JS_TAGS = {"js", "javascript"}
-OUTPUT_TAGS = {"", "text", "console", "output", "none", "plain", "txt"}
-
-INSTALLS_REASON = ("installs software (not run here; the README's command 1, which .ci/run "
-                   "runs, installs what the suite needs)")
-RUNS_TESTS_REASON = "runs the test suite: the README's command 2, run by .ci/run"
-# A shell command that installs software, at the start of a command (after &&, ;, |, sudo).
-_INSTALL_COMMAND = re.compile(
-    r"(?:^|&&|\|\||;|\||\bsudo\s+)\s*"
-    r"(?:pip3?(?:\.\d+)?\s|python[\d.]*\s+-m\s+(?:pip|venv)\b|npm\s|npx\s|yarn\s|"
-    r"apt(?:-get)?\s|conda\s|uv\s+(?:pip|venv)\b)",
-    re.MULTILINE)
-# The suite runs this file's pages: a page running the suite would run itself again.
-_TEST_COMMAND = re.compile(r"\bpytest\b")
 # TF's start-up lines, printed whatever TF_CPP_MIN_LOG_LEVEL says: left out of error reports.
 _LOG_NOISE = re.compile(r"All log messages before absl::InitializeLog|oneDNN custom operations")
-_FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
-
-
-@dataclasses.dataclass(frozen=True)
-class Block:
-    """One fenced block of a page.
-
-    Attributes:
-      line: the 1-based line of the opening fence in the .md file.
-      tag: the fence's language tag, lowercased ("" when untagged).
-      text: the block's content, the fence's indentation removed.
-      kind: how it runs: "python", "shell", "js", or "none" (not run).
-      reason: why a block is not run ("" for blocks that run).
-    """
-    line: int
-    tag: str
-    text: str
-    kind: str
-    reason: str = ""
-
-    @property
-    def runs(self) -> bool:
-        return self.kind != "none"
 
 
 @dataclasses.dataclass
@@ -108,6 +71,8 @@ class PageResult:
       started: how many of the blocks that run were started (all of them when ok).
       block_seconds: {block's line: seconds} for each block that finished; `seconds` minus
         their sum is the interpreter's start and exit.
+      written: the files the page left in its working directory, relative to it, sorted
+        (`node_modules` and `__pycache__` left out).
     """
     page: str
     blocks: list[Block]
@@ -118,6 +83,7 @@ class PageResult:
     workdir: str | None = None
     started: int = 0
     block_seconds: dict[int, float] = dataclasses.field(default_factory=dict)
+    written: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def run_blocks(self) -> list[Block]:
@@ -131,64 +97,11 @@ class PageResult:
     def python_not_run(self) -> list[Block]:
         return [b for b in self.blocks if b.tag in PYTHON_TAGS and not b.runs]
 
-
-def extract_blocks(page: str | os.PathLike) -> list[Block]:
-    """The fenced blocks of a Markdown page, in order, each with whether and how it runs.
-
-    Example:
-      >>> [(b.tag, b.kind) for b in extract_blocks("README.md")][:2]
-      [('bash', 'none'), ('bash', 'none')]
-    """
-    path = Path(page)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    is_readme = path.resolve() == (REPO_ROOT / "README.md").resolve()
-    raw: list[tuple[int, str, str]] = []
-    i = 0
-    while i < len(lines):
-        opening = _FENCE.match(lines[i])
-        if not opening:
-            i += 1
-            continue
-        indent, fence = len(opening["indent"]), opening["fence"]
-        tag = opening["info"].strip().split(" ")[0].strip("{}.").lower()
-        start, body = i + 1, []
-        i += 1
-        while i < len(lines):
-            stripped = lines[i].strip()
-            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
-                break
-            body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
-            i += 1
-        raw.append((start, tag, "\n".join(body) + "\n"))
-        i += 1
-    blocks, shell_seen = [], 0
-    for line, tag, text in raw:
-        kind, reason = _kind_and_reason(tag, text)
-        if tag in SHELL_TAGS:
-            shell_seen += 1
-            if is_readme and shell_seen <= 2:
-                kind, reason = "none", f"README command {shell_seen}, run by .ci/run"
-        blocks.append(Block(line, tag, text, kind, reason))
-    return blocks
-
-
-def _kind_and_reason(tag: str, text: str) -> tuple[str, str]:
-    if tag in PYTHON_TAGS:
-        return "python", ""
-    if tag in SHELL_TAGS:
-        if _INSTALL_COMMAND.search(text):
-            return "none", INSTALLS_REASON
-        if _TEST_COMMAND.search(text):
-            return "none", RUNS_TESTS_REASON
-        return "shell", ""
-    if tag in JS_TAGS:
-        if not NODE_MODULES.is_dir() or shutil.which("node") is None:
-            return "none", ("JavaScript: Node or tests/tfjs/node_modules missing "
-                            "(npm ci --prefix tests/tfjs)")
-        return "js", ""
-    if tag in OUTPUT_TAGS:
-        return "none", "shown output" if tag != "console" else "shown session (console)"
-    return "none", "shown, not run (only python, bash/sh and js blocks run)"
+    @property
+    def must_run_not_run(self) -> list[Block]:
+        """Python and JavaScript blocks not run (those needing a runtime missing here aside)."""
+        return [b for b in self.blocks if b.tag in MUST_RUN_TAGS and not b.runs
+                and b.reason not in ALLOWED_NOT_RUN]
 
 
 def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) -> str:
@@ -203,8 +116,9 @@ def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) 
     for index, block in enumerate(blocks):
         if not block.runs:
             continue
+        argument = step_argument(block)
         steps.append(f"_doc_examples_step({index}, {block.line}, {block.kind!r}, "
-                     f"{block.text!r})")
+                     f"{block.text!r}, {argument!r})")
     return textwrap.dedent(f'''\
         # Generated by tools/doc_examples.py from {md_path}
         import json as _doc_examples_json
@@ -219,7 +133,7 @@ def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) 
             _doc_examples_sys.stderr.flush()
             _doc_examples_os._exit(1)  # without the slow interpreter exit, as after the last block
 
-        def _doc_examples_step(index, line, kind, text):
+        def _doc_examples_step(index, line, kind, text, argument=""):
             with open({status_file!r}, "a") as status:
                 status.write(_doc_examples_json.dumps(
                     {{"index": index, "time": _doc_examples_time.monotonic()}}) + "\\n")
@@ -238,11 +152,15 @@ def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) 
                 elif kind == "shell":
                     _doc_examples_subprocess.run(
                         ["bash", "-e", "-o", "pipefail", "-c", text], check=True)
-                elif kind == "js":
-                    wrapped = ("(async () => {{\\n" + text + "\\n}})().catch("
-                               "(e) => {{ console.error(e); process.exit(1); }});\\n")
-                    _doc_examples_subprocess.run(["node", "-"], input=wrapped, text=True,
-                                                 check=True)
+                elif kind == "file":
+                    with open(argument, "w", encoding="utf-8") as saved:
+                        saved.write(text)
+                elif kind == "npm_link":
+                    from tools.doc_blocks import link_node_modules
+                    link_node_modules(argument)
+                elif kind == "pip_path":
+                    from tools.doc_blocks import add_tfjs_python
+                    add_tfjs_python(argument)
             except _doc_examples_subprocess.CalledProcessError as error:
                 print(f"the {{kind}} block at line {{line}} exited with status "
                       f"{{error.returncode}}", file=_doc_examples_sys.stderr)
@@ -269,7 +187,6 @@ def _environment(workdir: str) -> dict[str, str]:
     env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["NODE_PATH"] = str(NODE_MODULES)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
     # A page sets its own devices: the suite's or the caller's XLA_FLAGS would change them.
@@ -335,11 +252,41 @@ def run_page(page: str | os.PathLike, timeout: float = PAGE_TIMEOUT_S,
         elif returncode < 0:
             tail.append(f"killed by signal {-returncode}")
         result.error_tail = "\n".join(tail)
+    result.written = files_left(workdir)
     if keep:
         result.workdir = workdir
     else:
         shutil.rmtree(root, ignore_errors=True)
     return result
+
+
+def files_left(workdir: str | os.PathLike) -> list[str]:
+    """The files under `workdir`, relative to it, sorted; `node_modules` (the TF.js install
+    step's) and `__pycache__` (Python's, from importing a page's module) are left out."""
+    files = []
+    for folder, subfolders, names in os.walk(workdir):
+        subfolders[:] = sorted(d for d in subfolders if d not in ("node_modules", "__pycache__"))
+        files += [os.path.relpath(os.path.join(folder, n), workdir) for n in names]
+    return sorted(files)
+
+
+def collisions(results: list[PageResult]) -> dict[tuple[str, str], list[str]]:
+    """{(page, later page): the files both write}, for pages followed one after another in one
+    working directory: a reader's second page would overwrite, or refuse to overwrite
+    (FileExistsError), what the first one wrote.
+
+    Example:
+      >>> a, b = PageResult("a.md", [], written=["m/1/x"]), PageResult("b.md", [], written=["m/1/x"])
+      >>> collisions([a, b])
+      {('a.md', 'b.md'): ['m/1/x']}
+    """
+    found = {}
+    for i, first in enumerate(results):
+        for second in results[i + 1:]:
+            shared = sorted(set(first.written) & set(second.written))
+            if shared:
+                found[(first.page, second.page)] = shared
+    return found
 
 
 def _display_name(page) -> str:

@@ -23,6 +23,11 @@ such a link would be "not found" and, under `strict`, fail the build. These hook
    them (20 s and more), this reads one file each; the page always shows the installed
    version. An object that moved fails the build, naming the line.
 
+4. `on_config`: the nav's `API: api/` becomes the API pages grouped by task
+   (`tools/api_groups.py`, the table the API index is written from), and
+   `extra.package_version` is `jax2tf_native.__version__`, which the header shows
+   (overrides/partials/header.html).
+
 A link whose target does not exist is left as written, so mkdocs reports it and strict mode
 fails the build: only links to real files are made to work. Only Markdown links and images
 are rewritten: a raw HTML `src=`/`href=` that leaves docs/ is reported as a warning (so strict
@@ -37,6 +42,7 @@ import logging
 import os
 import posixpath
 import re
+import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -123,21 +129,42 @@ def _site_uri(target: Path, docs_dir: Path, root: Path) -> str:
 
 
 def api_nav(docs_dir: Path) -> list:
-    """The nav of docs/api/ (tools/api_pages.py writes it): index, CLI, a section per package.
+    """The nav of docs/api/ (tools/api_pages.py writes it): the overview, then a section per
+    task as tools/api_groups.py groups the pages, the command line, and the errors last.
 
-    mkdocs.yml names the folder (`API reference: api/`); each page is `api/<dotted name>.md`,
-    listed in its package's section without the package's prefix.
+    mkdocs.yml names the folder (`API: api/`); each page is `api/<dotted name>.md`, listed by
+    its short name (`verify.verify` as `verify`).
     """
     api_dir = docs_dir / "api"
-    nav: list = []
-    for title, name in (("Overview", "index.md"), ("Command line", "cli.md")):
-        if (api_dir / name).is_file():
-            nav.append({title: f"api/{name}"})
-    sections: dict[str, list] = {}
-    for page in sorted(api_dir.glob("*.*.md"), key=lambda p: p.name.lower()):
-        package, _, name = page.stem.partition(".")
-        sections.setdefault(package, []).append({name: f"api/{page.name}"})
-    return nav + [{package: pages} for package, pages in sections.items()]
+    nav: list = [{"Overview": "api/index.md"}] if (api_dir / "index.md").is_file() else []
+    pages = [page.stem for page in api_dir.glob("*.*.md")]
+    for group, members in _api_groups.group_pages(pages):
+        if group is _api_groups.API_GROUPS[-1] and (api_dir / "cli.md").is_file():
+            nav.append({"Command line": "api/cli.md"})
+        nav.append({group.title: [{_api_groups.short_name(p): f"api/{p}.md"} for p in members]})
+    return nav
+
+
+def _load_tool(name: str):
+    """A sibling module of this file (mkdocs loads hooks by path: tools/ is not importable)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_api_groups = _load_tool("api_groups")
+
+
+def package_version(root: Path) -> str:
+    """`jax2tf_native.__version__`, read from the source (the site shows it in its header)."""
+    tree = ast.parse((root / "jax2tf_native" / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "__version__"):
+            return ast.literal_eval(node.value)
+    raise PluginError("jax2tf_native/__init__.py sets no __version__")
 
 
 def _expand_api_nav(items, docs_dir: Path):
@@ -156,6 +183,8 @@ def on_config(config):
     _state.clear()
     _state.update(root=root, docs_dir=docs_dir, page_base=None)
     config.markdown_extensions.append(_RepoLinksExtension())
+    # overrides/partials/header.html shows it beside the site's name.
+    config.extra["package_version"] = package_version(root)
     if config.nav:
         _expand_api_nav(config.nav, docs_dir)
     return config

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain.program import Op
-from tf_ops.plain.windows import dilate_and_pad, dim_sizes, static_or_unstacked
+from tf_ops.plain.windowed_view import dilate_and_pad, dim_sizes, static_or_unstacked
 
 
 def _dtype(op: Op) -> tf.DType:
@@ -41,8 +41,10 @@ def _product(sizes) -> int | tf.Tensor:
 
 
 def _reshape(x: tf.Tensor, sizes) -> tf.Tensor:
-    if all(isinstance(s, int) for s in sizes):
-        return tf.reshape(x, sizes)
+    """`x` reshaped to `sizes` (ints or int32 scalars); with one size unknown, -1 there."""
+    unknown = [i for i, s in enumerate(sizes) if not isinstance(s, int)]
+    if len(unknown) <= 1:
+        return tf.reshape(x, [-1 if i in unknown else s for i, s in enumerate(sizes)])
     return tf.reshape(x, tf.stack([tf.cast(s, tf.int32) for s in sizes]))
 
 
@@ -98,33 +100,71 @@ def dot_general(ctx, op: Op, lhs, rhs):
     rhs_batch = list(numbers["rhs_batching_dimensions"])
     lhs_contract = list(numbers["lhs_contracting_dimensions"])
     rhs_contract = list(numbers["rhs_contracting_dimensions"])
-    return _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, _dtype(op))
+    return _rounded(ctx, op, _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
+                                  _dtype(op)))
 
 
 def dot(ctx, op: Op, lhs, rhs):
     """stablehlo.dot: vector/matrix products contracting lhs's last and rhs's first dim."""
-    return _dot(lhs, rhs, [], [], [lhs.shape.rank - 1], [0], _dtype(op))
+    return _rounded(ctx, op, _dot(lhs, rhs, [], [], [lhs.shape.rank - 1], [0], _dtype(op)))
+
+
+def _rounded(ctx, op: Op, y: tf.Tensor) -> tf.Tensor:
+    """The product `y` (in its compute type) as the op's result type; a bfloat16 result's
+    float32 value is kept for a convert to float32 (`Context.unrounded`)."""
+    result = _dtype(op)
+    if result == tf.bfloat16:
+        ctx.keep_unrounded(op.results[0], lambda: y)
+    return _from_matmul_type(y, result)
 
 
 def _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, result: tf.DType):
+    """The product in `_matmul_type(result)`."""
     compute = _matmul_type(result)
     lhs = _to_matmul_type(lhs, result, compute)
     rhs = _to_matmul_type(rhs, result, compute)
     lhs_free = [d for d in range(lhs.shape.rank) if d not in lhs_batch + lhs_contract]
     rhs_free = [d for d in range(rhs.shape.rank) if d not in rhs_batch + rhs_contract]
+    y = _dense_matmul(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
+                      lhs_free, rhs_free)
+    if y is None:
+        y = _batched_matmul(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
+                            lhs_free, rhs_free)
+    return y
+
+
+def _dense_matmul(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, lhs_free,
+                  rhs_free):
+    """x @ w as a TF engineer writes it (a Dense layer): no batch dimensions, one contracting
+    dimension, `w` 2-D. MatMul for 2-D `x`, BatchMatMulV2 (which broadcasts `w`) for more
+    dimensions; the transposes only where `x` or `w` is stored the other way round."""
+    if lhs_batch or rhs_batch or len(lhs_contract) != 1 or rhs.shape.rank != 2 \
+            or lhs.shape.rank < 1 or lhs_contract != [lhs.shape.rank - 1]:
+        return None
+    if lhs.shape.rank == 1:
+        return None
+    transpose_b = rhs_contract == [1]
+    return tf.linalg.matmul(lhs, rhs, transpose_b=transpose_b)
+
+
+def _batched_matmul(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, lhs_free,
+                    rhs_free):
+    """The general dot_general: both operands as [batch..., free, contract] (sizes merged by
+    reshapes only where there are several free or contracting dimensions), one batched
+    matmul, then the result's dimensions split back."""
+    a = _transpose(lhs, lhs_batch + lhs_free + lhs_contract)
+    b = _transpose(rhs, rhs_batch + rhs_free + rhs_contract)
+    if len(lhs_free) == 1 and len(rhs_free) == 1 and len(lhs_contract) == 1:
+        return tf.linalg.matmul(a, b, transpose_b=True)  # batch dims as they are
     lhs_sizes, rhs_sizes = dim_sizes(lhs), dim_sizes(rhs)
     batch = [lhs_sizes[d] for d in lhs_batch]
     m = [lhs_sizes[d] for d in lhs_free]
     n = [rhs_sizes[d] for d in rhs_free]
     k = [lhs_sizes[d] for d in lhs_contract]
-    a = _transpose(lhs, lhs_batch + lhs_free + lhs_contract)
-    b = _transpose(rhs, rhs_batch + rhs_contract + rhs_free)
-    lead = [_product(batch)] if batch else []
-    a = _reshape(a, lead + [_product(m), _product(k)])
-    b = _reshape(b, lead + [_product(k), _product(n)])
-    y = tf.linalg.matmul(a, b)
-    y = _reshape(y, batch + m + n)
-    return _from_matmul_type(y, result)
+    a = _reshape(a, batch + [_product(m), _product(k)])
+    b = _reshape(b, batch + [_product(n), _product(k)])
+    y = tf.linalg.matmul(a, b, transpose_b=True)
+    return _reshape(y, batch + m + n)
 
 
 # ------------------------------------------------------------------------ convolution
@@ -150,16 +190,17 @@ def convolution(ctx, op: Op, lhs, rhs):
     padding = op.attr("padding")
     padding = [[int(lo), int(hi)] for lo, hi in padding] if padding is not None \
         else [[0, 0]] * n
-    return _convolution(op, lhs, rhs, padding)
+    return _convolution(ctx, op, lhs, rhs, padding)
 
 
 def dynamic_conv(ctx, op: Op, lhs, rhs, padding):
     """A convolution whose padding ([spatial, 2] ints) is computed at run time (JAX writes it
     for SAME padding of symbolic sizes)."""
-    return _convolution(op, lhs, rhs, [static_or_unstacked(row) for row in tf.unstack(padding)])
+    return _convolution(ctx, op, lhs, rhs,
+                        [static_or_unstacked(row) for row in tf.unstack(padding)])
 
 
-def _convolution(op: Op, lhs, rhs, padding):
+def _convolution(ctx, op: Op, lhs, rhs, padding):
     numbers = op.attr("dimension_numbers")
     result = _dtype(op)
     result_type = op.result_types[0]
@@ -195,11 +236,18 @@ def _convolution(op: Op, lhs, rhs, padding):
     else:
         compute = ds.float_compute_type(result)
         y = _conv_nhwc(tf.cast(lhs, compute), tf.cast(rhs, compute), attrs)
+        if result == tf.bfloat16:  # for a convert to float32 (`Context.unrounded`)
+            wide = y
+            ctx.keep_unrounded(op.results[0], lambda: _transpose(wide, _inverse(out_perm)))
         y = tf.cast(y, result) if y.dtype != result else y
-    inverse = [0] * (n + 2)
-    for i, d in enumerate(out_perm):
+    return _transpose(y, _inverse(out_perm))
+
+
+def _inverse(permutation: list) -> list:
+    inverse = [0] * len(permutation)
+    for i, d in enumerate(permutation):
         inverse[d] = i
-    return _transpose(y, inverse)
+    return inverse
 
 
 def _zeros_result(lhs, rhs, result_type, out_perm):
@@ -234,8 +282,11 @@ def _conv_nhwc(x, k, attrs):
         ks = tf.split(k, groups, axis=n + 1)
         one = dict(attrs, batch_groups=1)
         return tf.concat([_conv_nhwc(xg, kg, one) for xg, kg in zip(xs, ks)], axis=n + 1)
-    x = dilate_and_pad(x, tf.zeros([], x.dtype), [1, *attrs["lhs_dilation"], 1],
-                       [[0, 0], *attrs["padding"], [0, 0]])
+    padding = _tf_padding(x, k, attrs)
+    if padding is None:
+        x = dilate_and_pad(x, tf.zeros([], x.dtype), [1, *attrs["lhs_dilation"], 1],
+                           [[0, 0], *attrs["padding"], [0, 0]])
+        padding = "VALID"
     if any(attrs["reversal"]):
         k = tf.reverse(k, [d for d in range(n) if attrs["reversal"][d]])
     strides, dilations = list(attrs["strides"]), list(attrs["rhs_dilation"])
@@ -247,44 +298,75 @@ def _conv_nhwc(x, k, attrs):
         strides, dilations = [1] * extra + strides, [1] * extra + dilations
     groups = attrs["feature_groups"]
     if groups == 1:
-        y = _tf_conv(x, k, strides, dilations)
+        y = _tf_conv(x, k, strides, dilations, padding=padding)
     elif k.shape[-2] == 1 and len(strides) == 2 and x.shape[-1] == groups \
             and x.dtype.is_floating:
         # Depthwise: XLA's output feature g*M + m is TF's channel g, multiplier m.
         sizes = dim_sizes(k)
         k = _reshape(k, sizes[:2] + [groups, sizes[-1] // groups])
-        y = _tf_conv(x, k, strides, dilations, depthwise=True)
+        y = _tf_conv(x, k, strides, dilations, depthwise=True, padding=padding)
     else:
         xs = tf.split(x, groups, axis=-1)
         ks = tf.split(k, groups, axis=-1)
-        y = tf.concat([_tf_conv(xg, kg, strides, dilations) for xg, kg in zip(xs, ks)], -1)
+        y = tf.concat([_tf_conv(xg, kg, strides, dilations, padding=padding)
+                       for xg, kg in zip(xs, ks)], -1)
     if extra:
         sizes = dim_sizes(y)
         y = _reshape(y, [sizes[0]] + sizes[1 + extra:])
     return y
 
 
-def _tf_conv(x, k, strides, dilations, depthwise=False):
-    """A VALID convolution with TF's portable (Eigen) CPU kernels' limits: Conv2D takes
-    strides and dilations; Conv3D and DepthwiseConv2dNative take no dilations (only oneDNN's
-    float32 kernels do), depthwise strides must be equal. What a kernel lacks is done around
-    it: dilation by space-to-batch (as tf.nn.convolution does), strides by subsampling."""
+def _tf_padding(x, k, attrs) -> str | None:
+    """"SAME" or "VALID" when TF's padding of that name is the convolution's zero padding
+    (static spatial sizes, no input dilation, one spatial layout TF's kernels take), so the
+    kernel pads by itself as in a hand-written model; else None (padded explicitly)."""
+    n = x.shape.rank - 2
+    if x.dtype.is_integer or any(d != 1 for d in attrs["lhs_dilation"]) \
+            or attrs["batch_groups"] != 1 or n not in (2, 3):
+        return None
+    pads = [list(p) for p in attrs["padding"]]
+    if all(isinstance(v, int) and v == 0 for p in pads for v in p):
+        return "VALID"
+    if any(not isinstance(v, int) for p in pads for v in p):
+        return None
+    if n == 3 or any(d != 1 for d in attrs["rhs_dilation"]) \
+            or (attrs["feature_groups"] != 1 and len(set(attrs["strides"])) != 1):
+        return None  # Conv3D, dilated and unevenly strided grouped ones keep the explicit route
+    sizes, window = x.shape.as_list()[1:-1], k.shape.as_list()[:n]
+    if any(v is None for v in sizes + window):
+        return None
+    for size, extent, stride, pad in zip(sizes, window, attrs["strides"], pads):
+        out = -(-size // stride)
+        total = max((out - 1) * stride + extent - size, 0)
+        if pad != [total // 2, total - total // 2]:
+            return None
+    return "SAME"
+
+
+def _tf_conv(x, k, strides, dilations, depthwise=False, padding="VALID"):
+    """A convolution with TF's portable (Eigen) CPU kernels' limits: Conv2D takes strides
+    and dilations; Conv3D and DepthwiseConv2dNative take no dilations (only oneDNN's float32
+    kernels do), depthwise strides must be equal. What a kernel lacks is done around it:
+    dilation by space-to-batch (as tf.nn.convolution does), strides by subsampling. `padding`
+    is TF's ("SAME" only where `_tf_padding` found it to be the convolution's)."""
     n = len(strides)
     if x.dtype.is_integer:
         return _patch_conv(x, k, strides, dilations)
     if n == 2 and not depthwise:
-        return tf.raw_ops.Conv2D(input=x, filter=k, strides=[1, *strides, 1], padding="VALID",
+        return tf.raw_ops.Conv2D(input=x, filter=k, strides=[1, *strides, 1], padding=padding,
                                  dilations=[1, *dilations, 1])
 
     def conv(inp, s):
         if depthwise:
             return tf.raw_ops.DepthwiseConv2dNative(input=inp, filter=k, strides=[1, *s, 1],
-                                                    padding="VALID")
-        return tf.raw_ops.Conv3D(input=inp, filter=k, strides=[1, *s, 1], padding="VALID")
+                                                    padding=padding)
+        return tf.raw_ops.Conv3D(input=inp, filter=k, strides=[1, *s, 1], padding=padding)
 
     dilated = any(d != 1 for d in dilations)
     direct = list(strides) if not dilated and (not depthwise or len(set(strides)) == 1) \
         else [1] * n
+    if padding != "VALID" and direct != list(strides):
+        raise AssertionError("SAME padding only where the kernel takes the strides")
     if dilated:
         y = tf.nn.with_space_to_batch(x, list(dilations), "VALID",
                                       lambda inp, num_spatial_dims, padding: conv(inp, direct))

@@ -6,21 +6,14 @@ import re
 
 import tensorflow as tf
 
-from tf_ops.plain import linalg_ops, windows
+from tf_ops.plain import op_rows, symbolic as sym
 from tf_ops.plain.program import Op
 
 SHAPE_ASSERTION = "shape_assertion"
-# Single-device modules carry sharding annotations as custom calls: they only mark a value.
-_IDENTITY_TARGETS = ("Sharding",)
-# Custom calls that stand for ops, as (emit, check or None): StableHLO ops JAX writes as custom
-# calls when a size is symbolic, and XLA's Householder kernels the portable QR writes.
-_LOWERED_TARGETS = {"stablehlo.dynamic_reduce_window": (windows.dynamic_reduce_window, None),
-                    **linalg_ops.CUSTOM_CALLS}
-_SUPPORTED_TARGETS = (SHAPE_ASSERTION,) + _IDENTITY_TARGETS + tuple(_LOWERED_TARGETS)
 
 
 def call(ctx, op, *args):
-    return ctx.call(op.attr("callee"), list(args))
+    return ctx.call(op.attr("callee"), list(args), [ctx.splat(v) for v in op.operands])
 
 
 def _invariants(types):
@@ -65,30 +58,43 @@ def if_(ctx, op: Op, pred):
 
 
 def custom_call(ctx, op: Op, *args):
-    target = op.attr("call_target_name")
-    if target in _LOWERED_TARGETS:
-        return _LOWERED_TARGETS[target][0](ctx, op, *args)
-    if target in _IDENTITY_TARGETS:
-        return [tf.identity(a) for a in args]
-    # shape_assertion(ok, dim values...): JAX's check of the dimension variables.
-    message = op.attr("error_message", "shape assertion failed")
-    ok, values = args[0], args[1:]
-    if values:
-        ordered = [int(i) for i in re.findall(r"\{(\d+)\}", message)]
-        template = re.sub(r"\{\d+\}", "{}", message.replace("{{", "(").replace("}}", ")"))
-        text = tf.strings.format(template, [values[i] for i in ordered]) if ordered \
-            else tf.constant(template)
-    else:
-        text = tf.constant(message)
-    # A stateful op: tf.function's automatic control dependencies run it with the call.
-    tf.debugging.Assert(tf.reshape(ok, []), [text], name="jax_shape_assertion")
+    """Dispatches on the target's row in op_table.CUSTOM_CALLS."""
+    row = op_rows.custom_call(op.attr("call_target_name"))
+    if row is None:
+        raise AssertionError("refused by check_custom_call")
+    if row.operands != "symbolic":
+        args = [sym.materialize(a) for a in args]
+    return row.emit(ctx, op, *args)
+
+
+def identity_call(ctx, op: Op, *args):
+    """A custom call that only marks its operands (e.g. with their sharding)."""
+    return [tf.identity(a) for a in args]
+
+
+def shape_assertion(ctx, op: Op, *args):
+    return _shape_assertion(op, *args)
+
+
+def _shape_assertion(op: Op, ok, *values):
+    """JAX's check of the dimension variables (`b >= 1`, `d` divisible by 2, ...), at trace
+    time where the sizes are known then. No op is built for sizes known only at run time: the
+    graph's consumers (TF.js's converters, Core ML) refuse `Assert`/`StringFormat`, so plain
+    graphs are checked where they are called (the converted function checks every call's
+    shapes against its polymorphic shapes) and not inside."""
+    if isinstance(ok, sym.DimSize) and ok.is_static and not ok.value:
+        message = op.attr("error_message", "shape assertion failed")
+        sizes = [v.value if isinstance(v, sym.DimSize) else "?" for v in values]
+        text = re.sub(r"\{(\d+)\}", lambda m: str(sizes[int(m.group(1))]),
+                      message.replace("{{", "(").replace("}}", ")"))
+        raise ValueError(text)
     return []
 
 
 def check_custom_call(op):
     target = op.attr("call_target_name")
-    if target not in _SUPPORTED_TARGETS:
+    row = op_rows.custom_call(target)
+    if row is None:
         return (f"custom call target {target!r} is a kernel outside StableHLO that only XLA "
                 f"(or the platform it was lowered for) provides")
-    check = _LOWERED_TARGETS.get(target, (None, None))[1]
-    return check(op) if check is not None else None
+    return row.check(op) if row.check is not None else None

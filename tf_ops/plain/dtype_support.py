@@ -8,6 +8,7 @@ unsigned), or refuses at conversion.
 """
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 SIGNED = (tf.int8, tf.int16, tf.int32, tf.int64)
@@ -61,3 +62,10 @@ def wider(dtype: tf.DType) -> tf.DType:
 def float_compute_type(dtype: tf.DType) -> tf.DType:
     """f16/bf16 math runs in float32 and rounds back once, as XLA's CPU backend does."""
     return tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
+
+
+def scalar(value, dtype: tf.DType) -> tf.Tensor:
+    """A scalar constant of `dtype`, built from a numpy value: eagerly, TF caches constants
+    made from Python floats by value, and -0.0 == 0.0 there (so `tf.constant(-0.0)` can give
+    a cached +0.0)."""
+    return tf.constant(np.asarray(value, dtype.as_numpy_dtype))

@@ -10,7 +10,11 @@ dynamic_update_slice, with StableHLO's (XLA CPU's) index semantics where TF's di
 - scatter with replacement keeps the update that comes last in XLA's order (scatter indices in
   row-major order) where an element is written twice; TF leaves that winner unspecified, so
   the earlier duplicates are dropped first.
-- scatter max/min propagate NaN as stablehlo.maximum/minimum do; TF's kernels do not.
+- scatter max/min propagate NaN and order -0.0 below +0.0 as stablehlo.maximum/minimum do;
+  TF's kernels do neither.
+- scatter multiply of floats applies the updates one after another in XLA's order (their
+  product first would round and overflow differently); complex64 ones update by update, with
+  the fused multiply-adds XLA's scatter loop has (`elementwise.complex64_multiply`).
 - scatter bodies other than replace, add, multiply, max, min (and and/or of booleans), e.g.
   `x.at[i].apply(f)` or JAX's lexicographic max of complex numbers, run update by update in
   XLA's order through the body's own lowering (a tf.while_loop: exact, but slow for many
@@ -32,6 +36,8 @@ import numpy as np
 import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
+from tf_ops.plain import op_rows
+from tf_ops.plain import elementwise as ew
 from tf_ops.plain.program import Op
 
 _I64 = tf.int64
@@ -102,6 +108,9 @@ def dynamic_gather(ctx, op: Op, operand, indices, slice_sizes):
 def _gather(operand, indices, dn: dict, slice_sizes: list):
     rank = operand.shape.rank
     ivd = dn["index_vector_dim"]
+    taken = _take(operand, indices, dn, slice_sizes)
+    if taken is not None:
+        return taken
     indices = _index_vectors_last(indices, ivd)
     n_batch = indices.shape.rank - 1
     start_map = list(dn["start_index_map"])
@@ -157,6 +166,45 @@ def _gather(operand, indices, dn: dict, slice_sizes: list):
     return _arrange(out, list(range(n_batch)), axes, collapsed, dn["offset_dims"])
 
 
+def _take(operand, indices, dn: dict, slice_sizes: list):
+    """`tf.gather(operand, i, axis=d)` when the gather takes whole slices along one axis by
+    one index each (x[i], x[:, i], an embedding lookup) and its result keeps TF's axis order,
+    as a TF engineer writes it; else None. The indices are clamped into range as StableHLO
+    clamps them (at conversion when they are constants)."""
+    rank = operand.shape.rank
+    ivd = dn["index_vector_dim"]
+    start_map, collapsed = list(dn["start_index_map"]), list(dn["collapsed_slice_dims"])
+    # tf.gather takes int32/int64 indices only; other index types keep the general path.
+    if len(start_map) != 1 or collapsed != start_map or dn["operand_batching_dims"] \
+            or indices.dtype not in (tf.int32, tf.int64):
+        return None
+    d = start_map[0]
+    static = operand.shape.as_list()
+    if any(not isinstance(slice_sizes[a], int) or slice_sizes[a] != static[a]
+           for a in range(rank) if a != d):
+        return None
+    n_batch = indices.shape.rank - (0 if ivd == indices.shape.rank else 1)
+    if ivd != indices.shape.rank:
+        if ivd != indices.shape.rank - 1 or indices.shape[-1] != 1:
+            return None
+    # TF's gather puts the index's dimensions at d: the result's offset dims must be there.
+    offsets = [a for a in range(rank + n_batch - 1) if not d <= a < d + n_batch]
+    if list(dn["offset_dims"]) != offsets:
+        return None
+    limit = static[d] - 1 if static[d] is not None else \
+        tf.shape(operand, out_type=indices.dtype)[d] - 1
+    known = tf.get_static_value(indices) \
+        if tf.executing_eagerly() or indices.op.type == "Const" else None
+    if known is not None and isinstance(limit, int):
+        index = tf.constant(np.clip(known, 0, max(limit, 0)).astype(known.dtype).reshape(
+            known.shape[:n_batch]))
+    else:
+        index = indices if ivd == indices.shape.rank else tf.squeeze(indices, -1)
+        index = tf.clip_by_value(index, tf.zeros([], index.dtype),
+                                 tf.cast(tf.maximum(limit, 0), index.dtype))
+    return tf.gather(operand, index, axis=d)
+
+
 def _arrange(out, batch_axes: list, axis_of: dict, collapsed: set, offset_dims):
     """A gather's result from `out`, whose axes are `batch_axes` (the batch dimensions, in
     order) and `axis_of[d]` for each operand dimension d whose window it holds; collapsed
@@ -203,14 +251,13 @@ def dynamic_update_slice(ctx, op: Op, operand, update, *starts):
 
 # ------------------------------------------------------------------------------ scatter
 
-_COMBINERS = {"stablehlo.add": "add", "stablehlo.multiply": "multiply",
-              "stablehlo.maximum": "max", "stablehlo.minimum": "min",
-              "stablehlo.and": "and", "stablehlo.or": "or"}
+# Scatter bodies run as one TF scatter op (other combiners, e.g. xor, run update by update).
+_SCATTER_COMBINERS = ("add", "multiply", "max", "min", "and", "or")
 
 
 def _combiner(op: Op) -> str | None:
     """What the update computation does: "replace" (returns the update), "keep" (returns the
-    old value), or one of _COMBINERS' values; None for any other body, which runs update by
+    old value), or one of _SCATTER_COMBINERS; None for any other body, which runs update by
     update (`_scatter_in_order`; its ops are checked as the program's nested ops, so e.g. a
     maximum of complex numbers is refused there)."""
     region = op.regions[0]
@@ -223,9 +270,10 @@ def _combiner(op: Op) -> str | None:
     if n != 1 or len(region.ops) != 1:
         return None
     body = region.ops[0]
-    if (body.name in _COMBINERS and sorted(body.operands) == sorted(region.args)
+    if (op_rows.combiner(body.name) in _SCATTER_COMBINERS
+            and sorted(body.operands) == sorted(region.args)
             and region.returns == body.results):
-        return _COMBINERS[body.name]
+        return op_rows.combiner(body.name)
     return None
 
 
@@ -260,7 +308,11 @@ def scatter(ctx, op: Op, *inputs):
         last = _last_of_duplicates(points, tf.shape(operands[0], out_type=_I64))
         points, positions = tf.gather(points, last), tf.gather(positions, last)
     values = [tf.gather(_flat_updates(update, dn), positions) for update in updates]
-    if kind is None or (kind in ("and", "or") and operands[0].dtype != tf.bool):
+    if kind == "multiply" and operands[0].dtype == tf.complex64:
+        results = _scatter_in_order(ctx, None, operands, points, values,
+                                    lambda old, new: [ew.complex64_multiply(old[0], new[0],
+                                                                            scatter=True)])
+    elif kind is None or (kind in ("and", "or") and operands[0].dtype != tf.bool):
         results = _scatter_in_order(ctx, op.regions[0], operands, points, values)
     else:
         results = [_combine(kind, x, points, v) for x, v in zip(operands, values)]
@@ -355,15 +407,36 @@ def _combine(kind: str, operand, points, values):
 
 
 def _scatter_multiply(operand, points, values):
-    """No TF scatter multiplies: the updates of each element are multiplied together
-    (unsorted_segment_prod), then into the element."""
+    """No TF scatter multiplies. Integer products wrap alike in any order: the updates of each
+    element are multiplied together (unsorted_segment_prod), then into the element. Float
+    products round (and overflow) differently in another order, so they run as XLA applies
+    them, `((x * u1) * u2) * ...`: each element's factors form a row, the element first, then
+    its updates in application order, padded with ones (exact), folded by TF's sequential
+    cumprod."""
     dims = tf.shape(operand, out_type=_I64)
     linear = _linear(points, dims)
-    targets, segment = tf.unique(linear, out_idx=_I64)
-    product = tf.math.unsorted_segment_prod(values, segment, tf.size(targets, out_type=_I64))
     flat = tf.reshape(operand, [-1])
-    current = tf.gather(flat, targets)
-    flat = tf.tensor_scatter_nd_update(flat, targets[:, None], current * product)
+    if operand.dtype not in ds.FLOATS:
+        targets, segment = tf.unique(linear, out_idx=_I64)
+        product = tf.math.unsorted_segment_prod(values, segment,
+                                                tf.size(targets, out_type=_I64))
+        current = tf.gather(flat, targets)
+        flat = tf.tensor_scatter_nd_update(flat, targets[:, None], current * product)
+        return tf.reshape(flat, dims)
+    order = tf.argsort(linear, stable=True)  # by element, application order within one
+    ordered = tf.gather(linear, order)
+    targets, segment = tf.unique(ordered, out_idx=_I64)  # segments ascend with `ordered`
+    count = tf.size(targets, out_type=_I64)
+    position = tf.range(tf.size(ordered, out_type=_I64))
+    rank_in_segment = position - tf.gather(tf.math.unsorted_segment_min(position, segment,
+                                                                        count), segment)
+    width = tf.reduce_max(tf.concat([rank_in_segment, [-1]], 0)) + 1
+    factors = tf.tensor_scatter_nd_update(
+        tf.ones(tf.stack([count, width]), operand.dtype),
+        tf.stack([segment, rank_in_segment], 1), tf.gather(values, order))
+    rows = tf.concat([tf.gather(flat, targets)[:, None], factors], 1)
+    product = tf.math.cumprod(rows, axis=1)[:, -1]
+    flat = tf.tensor_scatter_nd_update(flat, targets[:, None], product)
     return tf.reshape(flat, dims)
 
 
@@ -372,21 +445,31 @@ def _scatter_extreme(operand, points, values, is_max: bool):
     if operand.dtype not in ds.FLOATS:
         return scatter_fn(operand, points, values)
     # NaN wins in stablehlo.maximum/minimum: NaNs are taken out of TF's max/min (as the
-    # identity), and put back where the operand held one or an update brought one.
+    # identity), and put back where the operand held one or an update brought one. TF's
+    # kernels return either zero where -0.0 and +0.0 tie: the max is +0.0 if the operand or
+    # an update is (bits 0), the min -0.0 (bits INT_MIN), found the same way.
     identity = tf.constant(-np.inf if is_max else np.inf, operand.dtype)
     nan_values = tf.math.is_nan(values)
     nan_operand = tf.math.is_nan(operand)
     result = scatter_fn(tf.where(nan_operand, identity, operand), points,
                         tf.where(nan_values, identity, values))
-    nan_hit = tf.tensor_scatter_nd_max(tf.zeros(tf.shape(operand), tf.int8), points,
-                                       tf.cast(nan_values, tf.int8)) > 0
+    int_type = {2: tf.int16, 4: tf.int32, 8: tf.int64}[operand.dtype.size]
+    zero_bits = tf.constant(0 if is_max else int_type.min, int_type)
+    flags = tf.where(nan_values, tf.constant(2, tf.int8), tf.cast(
+        tf.equal(tf.bitcast(values, int_type), zero_bits), tf.int8))
+    flags = tf.tensor_scatter_nd_max(tf.zeros(tf.shape(operand), tf.int8), points, flags)
+    wanted_zero = tf.logical_or(tf.equal(flags, 1),
+                                tf.equal(tf.bitcast(operand, int_type), zero_bits))
+    result = tf.where(tf.logical_and(wanted_zero, tf.equal(result, 0)),
+                      ds.scalar(0.0 if is_max else -0.0, operand.dtype), result)
     nan = tf.constant(np.nan, operand.dtype)
-    return tf.where(tf.logical_or(nan_operand, nan_hit), nan, result)
+    return tf.where(tf.logical_or(nan_operand, tf.equal(flags, 2)), nan, result)
 
 
-def _scatter_in_order(ctx, region, operands, points, values):
+def _scatter_in_order(ctx, region, operands, points, values, combine=None):
     """Any update computation (e.g. `x.at[i].apply(f)`, bitwise and/or of integers): one
-    update element at a time, in XLA's order, through the body's own lowering."""
+    update element at a time, in XLA's order, through the body's own lowering (or
+    `combine(olds, news)`)."""
     dims = tf.shape(operands[0], out_type=_I64)
     linear = _linear(points, dims)
     count = tf.size(linear, out_type=_I64)
@@ -395,7 +478,7 @@ def _scatter_in_order(ctx, region, operands, points, values):
         target = tf.reshape(linear[k], [1, 1])
         olds = [tf.reshape(tf.gather_nd(f, target), []) for f in flats]
         news = [v[k] for v in values]
-        combined = ctx.region(region, olds + news)
+        combined = combine(olds, news) if combine else ctx.region(region, olds + news)
         return (k + 1,) + tuple(tf.tensor_scatter_nd_update(f, target, tf.reshape(c, [1]))
                                 for f, c in zip(flats, combined))
 

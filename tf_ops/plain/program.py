@@ -90,6 +90,8 @@ class Op:
       attrs: the op's attributes decoded to Python values (see `_decode_attribute`).
       regions: nested blocks (reduce bodies, while cond/body, case branches, sort comparators).
       source: the user's "file.py:line" (or JAX's op path) for messages; "" if unknown.
+      location: the op's whole MLIR location: the ops one JAX primitive was lowered to share
+        it (its name ends with the primitive's, "jit(f)/erfc"), which `rewrite` reads.
     """
     name: str
     operands: tuple[int, ...]
@@ -99,6 +101,7 @@ class Op:
     attrs: dict
     regions: tuple[Region, ...]
     source: str
+    location: str = ""
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
@@ -156,7 +159,21 @@ def read_program(module_text: str) -> Program:
             function_type = op.attributes["function_type"].value
             result_types = tuple(_tensor_type(t) for t in function_type.results)
             functions[name] = Function(name, reader.region(op.regions[0].blocks[0]), result_types)
-    return Program(functions)
+    return Program({name: dataclasses.replace(f, body=_with_called(f.body, functions))
+                    for name, f in functions.items()})
+
+
+def _with_called(region: Region, functions: dict) -> Region:
+    """`region` with each custom call's called functions attached as its regions (e.g. the
+    body of `stablehlo.dynamic_reduce_window`), so that a check reads them from the op."""
+    ops = []
+    for op in region.ops:
+        regions = tuple(_with_called(r, functions) for r in op.regions)
+        called = op.attr("called_computations") if op.name == "stablehlo.custom_call" else None
+        if called and not regions:
+            regions = tuple(functions[name].body for name in called if name in functions)
+        ops.append(dataclasses.replace(op, regions=regions) if regions != op.regions else op)
+    return dataclasses.replace(region, ops=tuple(ops))
 
 
 class _Reader:
@@ -195,10 +212,11 @@ class _Reader:
                 text = str(op)
                 attrs[name] = _dense_from_text(text[text.index("dense<"):], result.shape,
                                                result.dtype)
+        location = str(op.location)
         return Op(name=op.name, operands=operands, results=results,
                   operand_types=tuple(_tensor_type(v.type) for v in op.operands),
                   result_types=tuple(_tensor_type(r.type) for r in op.results),
-                  attrs=attrs, regions=regions, source=source_of(str(op.location)))
+                  attrs=attrs, regions=regions, source=source_of(location), location=location)
 
 
 def source_of(location: str) -> str:

@@ -11,12 +11,17 @@ Where TF and XLA differ:
 - float max/min propagate NaN (TF's reduce_max/min do not reliably), as StableHLO specifies;
   XLA's CPU backend itself drops NaNs from long max/min reductions (measured: jnp.max of
   1000 values with one NaN is NaN, of 5000 values is not), where this lowering still gives NaN;
+- float max/min order -0.0 below +0.0 (TF's kernels return either zero on that tie);
 - and/or/xor of integers have no TF reduce op: reduced bit by bit;
 - f16/bf16 sums and products accumulate in float32 and round once. XLA's CPU backend rounds
   every partial result to the narrow type (in a 32-wide tree), so long sums differ from JAX by
   up to a few of the narrow type's ulps; the result is the more accurate one;
 - the init value is applied once, as `body(init, reduction)` (XLA's CPU loop starts its
-  accumulator from it), and an empty reduction gives the init value exactly.
+  accumulator from it; an identity init adds no op, `combine_init`), and an empty reduction
+  gives the init value exactly;
+- float sums run in TF's order, not XLA's (a tree of 32-wide sequential windows below about
+  4,000 elements, YNNPACK's vectorized kernels above): they agree to rounding, and partial sums
+  that overflow in one order only can make one result infinite and the other finite.
 """
 from __future__ import annotations
 
@@ -25,15 +30,16 @@ import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain import elementwise as ew
+from tf_ops.plain import op_rows
 from tf_ops.plain.program import Op, Region
 
-_MONOIDS = ("stablehlo.add", "stablehlo.multiply", "stablehlo.maximum", "stablehlo.minimum",
-            "stablehlo.and", "stablehlo.or", "stablehlo.xor")
-# The body's op applied to (init, reduction): elementwise.py's exact semantics.
-_COMBINE = {"stablehlo.add": ew.add, "stablehlo.multiply": ew.multiply,
-            "stablehlo.maximum": ew.maximum, "stablehlo.minimum": ew.minimum,
-            "stablehlo.and": ew.bitwise_and, "stablehlo.or": ew.bitwise_or,
-            "stablehlo.xor": ew.bitwise_xor}
+_SAME_WIDTH_INT = {tf.float16: tf.int16, tf.bfloat16: tf.int16, tf.float32: tf.int32,
+                   tf.float64: tf.int64}
+# The integer and boolean bodies' ops applied to (init, reduction): elementwise.py's semantics.
+_BITWISE = {"stablehlo.and": tf.bitwise.bitwise_and, "stablehlo.or": tf.bitwise.bitwise_or,
+            "stablehlo.xor": tf.bitwise.bitwise_xor}
+_LOGICAL = {"stablehlo.and": tf.logical_and, "stablehlo.or": tf.logical_or,
+            "stablehlo.xor": tf.math.logical_xor}
 
 
 # ------------------------------------------------------------------------ recognizing bodies
@@ -43,13 +49,14 @@ def _producers(region: Region) -> dict:
 
 
 def per_operand_monoids(region: Region) -> list[str] | None:
-    """The op names if result `i` of `region` is `op_i(acc_i, x_i)` for every `i`, else None."""
+    """The op names if result `i` of `region` is `op_i(acc_i, x_i)` for every `i`, each op a
+    combiner in its op_table row (add, multiply, max, min, and, or, xor), else None."""
     n = len(region.args) // 2
     producers = _producers(region)
     names = []
     for i, value in enumerate(region.returns):
         op = producers.get(value)
-        if op is None or op.name not in _MONOIDS or len(op.operands) != 2:
+        if op is None or op_rows.combiner(op.name) is None or len(op.operands) != 2:
             return None
         if sorted(op.operands) != sorted((region.args[i], region.args[n + i])):
             return None
@@ -135,15 +142,61 @@ def reduce(ctx, op: Op, *inputs):
     monoids = per_operand_monoids(body)
     if monoids is not None:
         results = []
-        for name, x, init in zip(monoids, operands, inits):
+        for i, (name, x, init) in enumerate(zip(monoids, operands, inits)):
             reduced = monoid_reduce(name, x, dims)
-            combined = _COMBINE[name](ctx, op, _broadcast_like(init, reduced), reduced)
+            combined = combine_init(name, init, ctx.splat(op.operands[n + i]), reduced,
+                                    tf_sum=True)
             results.append(_init_if_empty(x, dims, init, combined))
         return results
     direction = arg_reduce_direction(body)
     if direction is None:
         raise AssertionError("refused by check_reduce")
     return _arg_reduce(direction, operands, inits, dims)
+
+
+def combine_init(name: str, init: tf.Tensor, init_const, value: tf.Tensor,
+                 tf_sum: bool = False) -> tf.Tensor:
+    """`body(init, value)` for the single-op body `name`, as XLA's loop starting from `init`
+    gives it; `init_const` is the init's constant scalar if known (`Context.splat`), and
+    `tf_sum` says that `value` is a sum TF's kernels started from +0.0.
+
+    An identity init adds no op, and never a graph pattern (`fill(0) + x`) that TF's
+    optimizer would simplify away. A +0.0 init of a sum turns -0.0 into +0.0, which a TF sum
+    has done already (a sum of -0.0s is +0.0 there, as XLA's 0 + -0 + ...).
+    """
+    dtype = value.dtype
+    if init_const is not None and name == "stablehlo.add" and dtype.is_floating \
+            and bool(init_const == 0) and not np.signbit(init_const):
+        return value if tf_sum else ew.plus_zero(value)
+    if init_const is not None and _is_identity(name, init_const, dtype):
+        return value
+    init = _broadcast_like(init, value)
+    if name in ("stablehlo.maximum", "stablehlo.minimum"):
+        return ew.max_min(name == "stablehlo.maximum", init, value, init_const, None)
+    if name == "stablehlo.add":
+        return tf.logical_or(init, value) if dtype == tf.bool else tf.add(init, value)
+    if name == "stablehlo.multiply":
+        return tf.logical_and(init, value) if dtype == tf.bool else tf.multiply(init, value)
+    return (_LOGICAL if dtype == tf.bool else _BITWISE)[name](init, value)
+
+
+def _is_identity(name: str, value: np.ndarray, dtype: tf.DType) -> bool:
+    """Whether `body(value, x) == x` for every x (bit for bit where XLA's loop gives it)."""
+    if dtype == tf.bool:
+        return bool(value) == (name in ("stablehlo.multiply", "stablehlo.minimum",
+                                        "stablehlo.and"))
+    if name == "stablehlo.add":  # -0.0 for floats: x + -0.0 is x for every x
+        return bool(value == 0) and (not dtype.is_floating or bool(np.signbit(value)))
+    if name == "stablehlo.multiply":
+        return bool(value == 1)
+    if name in ("stablehlo.maximum", "stablehlo.minimum"):
+        low = name == "stablehlo.maximum"
+        if dtype.is_floating:
+            return bool(value == (-np.inf if low else np.inf))
+        return dtype.is_integer and int(value) == (dtype.min if low else dtype.max)
+    if name in ("stablehlo.or", "stablehlo.xor"):
+        return not np.asarray(value).any()
+    return bool(np.all(~np.asarray(value) == 0))  # and: all ones
 
 
 def _broadcast_like(init, reduced):
@@ -186,8 +239,14 @@ def monoid_reduce(name: str, x: tf.Tensor, dims: list[int]) -> tf.Tensor:
             return fn(x, dims)
         nan = tf.math.is_nan(x)
         result = fn(tf.where(nan, tf.zeros_like(x), x), dims)
-        return tf.where(tf.reduce_any(nan, dims),
-                        tf.fill(tf.shape(result), tf.constant(np.nan, dtype)), result)
+        # TF's reduce max/min return either zero where -0.0 and +0.0 tie: the max is +0.0
+        # if any element is (bits 0), the min -0.0 if any element is (bits INT_MIN).
+        signed = tf.bitcast(x, _SAME_WIDTH_INT[dtype])
+        zero_bits = 0 if name == "stablehlo.maximum" else signed.dtype.min
+        has_zero = tf.reduce_any(tf.equal(signed, tf.constant(zero_bits, signed.dtype)), dims)
+        zero = ds.scalar(-0.0 if name == "stablehlo.minimum" else 0.0, dtype)
+        result = tf.where(tf.logical_and(has_zero, tf.equal(result, 0)), zero, result)
+        return tf.where(tf.reduce_any(nan, dims), tf.constant(np.nan, dtype), result)
     return _bitwise_reduce(name, x, dims)
 
 

@@ -1,11 +1,17 @@
 """Shape-moving StableHLO ops as TF ops: constants, iota, broadcasts, reshapes, transposes,
 slices, concatenation, padding, reversal, and the dynamic (symbolic-shape) forms JAX writes for
-polymorphic exports, whose output shapes arrive as int tensors computed at run time."""
+polymorphic exports, whose output shapes arrive as int tensors computed at run time.
+
+Constants of one value, broadcasts and dimension sizes stay symbolic (symbolic.py): a
+broadcast becomes a TF op only where the op that uses it does not broadcast by itself, and a
+shape operand only where TF cannot infer the shape (a reshape with one unknown size takes -1).
+"""
 from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
 
+from tf_ops.plain import dim_arithmetic, symbolic as sym
 from tf_ops.plain.program import Op
 
 
@@ -20,61 +26,122 @@ def _static_or(shape_type, runtime: tf.Tensor):
     return tf.cast(runtime, tf.int32)
 
 
-def constant(ctx, op, ):
-    value = op.attr("value")
-    return tf.constant(np.asarray(value), dtype=_dtype(op))
+def constant(ctx, op):
+    value = np.asarray(op.attr("value"))
+    dtype = _dtype(op)
+    if value.size:
+        elements = np.ascontiguousarray(value).reshape(value.size, 1).view(np.uint8)
+        if (elements == elements[0]).all():  # bit for bit: 0.0 and -0.0 differ, NaNs match
+            return sym.Splat(value.reshape(-1)[0], tuple(value.shape), dtype)
+    return tf.constant(value, dtype=dtype)
 
 
 def iota(ctx, op):
     result = op.result_types[0]
-    return _iota(list(result.shape), op.attr("iota_dimension"), _dtype(op))
+    return _iota(tuple(result.shape), op.attr("iota_dimension"), _dtype(op))
 
 
 def dynamic_iota(ctx, op, shape):
-    return _iota(tf.cast(shape, tf.int32), op.attr("iota_dimension"), _dtype(op))
+    return _iota(_shape_dims(op, shape), op.attr("iota_dimension"), _dtype(op))
 
 
-def _iota(shape, dimension: int, dtype: tf.DType):
-    shape = tf.convert_to_tensor(shape, tf.int32)
-    rank = int(shape.shape[0])
+def _iota(dims: tuple, dimension: int, dtype: tf.DType):
+    """0, 1, 2, ... along `dimension`: a constant where the size is static, else `tf.range`
+    of the run-time size; either kept symbolic as a broadcast along the other dimensions."""
+    size = dims[dimension]
     compute = tf.int32 if dtype.is_integer or dtype == tf.bool else dtype
-    values = tf.cast(tf.range(shape[dimension]), compute)
-    new_shape = tf.tensor_scatter_nd_update(tf.ones([rank], tf.int32), [[dimension]],
-                                            [shape[dimension]])
-    values = tf.reshape(values, new_shape)
-    return tf.cast(tf.broadcast_to(values, shape), dtype)
+    if isinstance(size, int):
+        values = tf.constant(np.arange(size).astype(dtype.as_numpy_dtype))
+    else:
+        values = tf.cast(tf.range(sym.materialize(sym.DimSize(size, tf.int32))), compute)
+        values = tf.cast(values, dtype) if values.dtype != dtype else values
+    if len(dims) == 1:
+        return values
+    return sym.Broadcast(values, (dimension,), tuple(dims))
 
 
 def broadcast_in_dim(ctx, op, x):
-    return _broadcast(x, op.attr("broadcast_dimensions"), list(op.result_types[0].shape))
+    result = op.result_types[0].shape
+    dims = list(op.attr("broadcast_dimensions"))
+    if any(d is None for d in result):  # a symbolic size carried over from the operand
+        source = _value_dims(ctx, x)
+        result = [source[dims.index(i)] if d is None else d for i, d in enumerate(result)]
+    return _broadcast(ctx, x, dims, tuple(result))
 
 
 def dynamic_broadcast_in_dim(ctx, op, x, shape):
-    return _broadcast(x, op.attr("broadcast_dimensions"), tf.cast(shape, tf.int32))
+    return _broadcast(ctx, x, list(op.attr("broadcast_dimensions")), _shape_dims(op, shape))
 
 
-def _broadcast(x, dims, shape):
-    """`x`'s dimension i becomes result dimension dims[i]; others are broadcast."""
-    dims = list(dims)
-    order = sorted(range(len(dims)), key=lambda i: dims[i])
-    if order != list(range(len(dims))):
-        x = tf.transpose(x, order)
-        dims = [dims[i] for i in order]
-    shape_tensor = tf.convert_to_tensor(shape, tf.int32)
-    rank = int(shape_tensor.shape[0])
-    x_dims = tf.shape(x, out_type=tf.int32)
-    expanded = tf.tensor_scatter_nd_update(tf.ones([rank], tf.int32),
-                                           [[d] for d in dims], x_dims) if dims else \
-        tf.ones([rank], tf.int32)
-    return tf.broadcast_to(tf.reshape(x, expanded), shape)
+def _shape_dims(op: Op, shape) -> tuple:
+    """A shape operand's sizes (ints / LazyDims); static sizes of the result type win."""
+    if isinstance(shape, sym.ShapeVector):
+        dims = list(shape.dims)
+    else:
+        shape = sym.materialize(shape)
+        dims = [sym.LazyDim(lambda i=i: shape[i]) for i in range(int(shape.shape[0]))]
+    result = op.result_types[0].shape
+    return tuple(d if d is not None else dims[i] for i, d in enumerate(result))
+
+
+def _value_dims(ctx, x) -> list:
+    if isinstance(x, (sym.Splat, sym.Broadcast)):
+        return list(x.shape)
+    return ctx.shapes.dims(sym.materialize(x))
+
+
+def _broadcast(ctx, x, dims: list, shape: tuple):
+    """`x`'s dimension i becomes result dimension dims[i]; the others repeat it (kept
+    symbolic: see symbolic.Broadcast)."""
+    if isinstance(x, sym.Splat):
+        return sym.Splat(x.value, shape, x.dtype)
+    if isinstance(x, sym.Broadcast):  # a broadcast of a broadcast: one broadcast of the source
+        return sym.Broadcast(x.source, tuple(dims[d] for d in x.dims), shape)
+    x = sym.materialize(x)
+    known = _small_constant(x)
+    if known is not None and all(isinstance(d, int) for d in shape):
+        expanded = [1] * len(shape)
+        for i, d in enumerate(dims):
+            expanded[d] = known.shape[i]
+        order = sorted(range(len(dims)), key=lambda i: dims[i])
+        return tf.constant(np.broadcast_to(
+            known.transpose(order).reshape(expanded), shape).copy(), x.dtype)
+    if dims == list(range(len(shape))) and x.shape.as_list() == [
+            d if isinstance(d, int) else None for d in shape] and all(
+            isinstance(d, int) for d in shape):
+        return x  # the same static shape: nothing to repeat
+    return sym.Broadcast(x, tuple(dims), shape)
 
 
 def reshape(ctx, op, x):
-    return tf.reshape(x, list(op.result_types[0].shape))
+    shape = list(op.result_types[0].shape)
+    if isinstance(x, sym.Splat):
+        return sym.Splat(x.value, tuple(shape), x.dtype)
+    if isinstance(x, (sym.DimSize, sym.ShapeVector)):
+        folded = dim_arithmetic.fold(op, [x])
+        if folded is not None:
+            return folded
+    x = sym.materialize(x)
+    known = _small_constant(x)
+    if known is not None:
+        return tf.constant(known.reshape(shape), x.dtype)
+    return tf.reshape(x, shape)
+
+
+def _small_constant(x):
+    """The numpy value of a small Const tensor (indices, masks, tables JAX computed), else
+    None: moving it is done at conversion, not in the graph."""
+    if tf.executing_eagerly() or not isinstance(x, tf.Tensor) or x.op.type != "Const" \
+            or x.shape.num_elements() is None or x.shape.num_elements() > 1 << 16:
+        return None
+    return tf.get_static_value(x)
 
 
 def dynamic_reshape(ctx, op, x, shape):
-    return tf.reshape(x, tf.cast(shape, tf.int32))
+    dims = _shape_dims(op, shape)
+    if isinstance(x, sym.Splat):
+        return sym.Splat(x.value, dims, x.dtype)
+    return tf.reshape(sym.materialize(x), sym.reshape_operand(dims))
 
 
 def transpose(ctx, op, x):
@@ -101,7 +168,7 @@ def reverse(ctx, op, x):
 
 
 def get_dimension_size(ctx, op, x):
-    return tf.shape(x, out_type=tf.int32)[op.attr("dimension")]
+    return sym.DimSize(_value_dims(ctx, x)[op.attr("dimension")], tf.int32)
 
 
 def pad(ctx, op, x, value):
@@ -118,19 +185,22 @@ def _pad(x, value, low, high, interior):
     """Interior padding first (values between elements), then edges; a negative edge crops."""
     rank = x.shape.rank
     for d in range(rank):
-        if isinstance(interior[d], int) and interior[d] == 0:
+        if isinstance(interior[d], (int, np.integer)) and interior[d] == 0:
             continue
         x = _interior_pad(x, value, d, interior[d])
-    paddings = [[tf.maximum(low[d], 0), tf.maximum(high[d], 0)] for d in range(rank)]
-    if all(isinstance(v, int) for d in range(rank) for v in (low[d], high[d])):
-        paddings = [[max(low[d], 0), max(high[d], 0)] for d in range(rank)]
+    def at_least_0(v):
+        return max(int(v), 0) if isinstance(v, (int, np.integer)) else tf.maximum(v, 0)
+
+    paddings = [[at_least_0(low[d]), at_least_0(high[d])] for d in range(rank)]
     if any(not (isinstance(v, int) and v == 0) for row in paddings for v in row):
+        if any(not isinstance(v, int) for row in paddings for v in row):
+            paddings = tf.stack([tf.stack([tf.cast(v, tf.int32) for v in row])
+                                 for row in paddings])
         x = tf.pad(x, paddings, constant_values=value)
-    begin = [tf.maximum(-low[d], 0) if not isinstance(low[d], int) else max(-low[d], 0)
-             for d in range(rank)]
-    crop_high = [tf.maximum(-high[d], 0) if not isinstance(high[d], int) else max(-high[d], 0)
-                 for d in range(rank)]
+    begin = [at_least_0(-low[d]) for d in range(rank)]
+    crop_high = [at_least_0(-high[d]) for d in range(rank)]
     if any(not (isinstance(v, int) and v == 0) for v in begin + crop_high):
+        begin = [tf.cast(v, tf.int32) if not isinstance(v, int) else v for v in begin]
         sizes = tf.shape(x, out_type=tf.int32)
         end = [sizes[d] - crop_high[d] for d in range(rank)]
         x = tf.strided_slice(x, tf.stack(begin) if begin else [], tf.stack(end) if end else [])

@@ -22,20 +22,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tf_ops.plain import op_rows
+from tf_ops.plain import symbolic as sym
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain import elementwise as ew
-from tf_ops.plain import shapes
 from tf_ops.plain.program import Op, Region
 
-# Elementwise ops a sort key may apply to its operand, with elementwise.py's semantics.
-_KEY_OPS = {
-    "stablehlo.constant": lambda ctx, op: shapes.constant(ctx, op),
-    "stablehlo.compare": ew.compare, "stablehlo.select": ew.select,
-    "stablehlo.convert": ew.convert, "stablehlo.bitcast_convert": ew.bitcast_convert,
-    "stablehlo.negate": ew.negate, "stablehlo.not": ew.bitwise_not,
-    "stablehlo.and": ew.bitwise_and, "stablehlo.or": ew.bitwise_or,
-    "stablehlo.abs": ew.abs_, "stablehlo.real": ew.real, "stablehlo.imag": ew.imag,
-}
 _FLIP = {"LT": "GT", "GT": "LT"}
 
 
@@ -187,7 +179,7 @@ class _Comparator:
     def _unsupported_op(self, term):
         if term[0] in ("arg", "outer"):
             return None
-        if term[0] not in _KEY_OPS:
+        if not op_rows.sort_key(term[0]):
             return f"a sort key applies {term[0]}, which the plain sort does not evaluate"
         for child in term[3:]:
             problem = self._unsupported_op(child)
@@ -213,7 +205,10 @@ class _Comparator:
         else:
             op = self.producers[value]
             inputs = [self.evaluate(ctx, op_record, v, operands, cache) for v in op.operands]
-            result = _KEY_OPS[op.name](ctx, op, *inputs)
+            # Its op_table row's lowering, on whole operands (not the comparator's scalars).
+            result = op_rows.row(op.name).emit(ctx, op, *inputs)
+            result = sym.materialize(result[0] if isinstance(result, (list, tuple))
+                                     else result)
         cache[value] = result
         return result
 

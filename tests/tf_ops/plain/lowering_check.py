@@ -23,9 +23,7 @@ def export(f, args, polymorphic_shapes=None):
 
 
 def lowered(f, args, polymorphic_shapes=None) -> plain.Program:
-    program = plain.read_program(export(f, args, polymorphic_shapes).mlir_module())
-    plain.check_program(program)
-    return program
+    return plain.prepare_program(export(f, args, polymorphic_shapes).mlir_module())
 
 
 def graph_op_types(concrete_function) -> set[str]:
@@ -37,16 +35,41 @@ def graph_op_types(concrete_function) -> set[str]:
     return types
 
 
-def assert_lowers_like_jax(f, *args, polymorphic_shapes=None, rtol=1e-6, atol=1e-6):
-    """Checks eager and graph results against `jax.jit(f)`; with `polymorphic_shapes` (one
-    string or None per argument, e.g. "b, 3") the graph is traced with None for each symbolic
-    dimension. Returns the graph's op types."""
+def assert_same_bits(got_leaves, want_leaves):
+    """Equal element types, shapes and bits (so signs of zeros too); NaNs of any payload and
+    sign count as equal (no TF kernel promises a NaN's bits)."""
+    assert len(got_leaves) == len(want_leaves)
+    for got, want in zip(got_leaves, want_leaves):
+        got, want = np.asarray(got), np.asarray(want)
+        assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype,
+                                                                     got.shape, want.shape)
+        parts = [(got.real, want.real), (got.imag, want.imag)] if got.dtype.kind == "c" \
+            else [(got, want)]
+        for g, w in parts:
+            if g.dtype.itemsize in (2, 4, 8) and g.dtype.kind not in "iub":
+                bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[g.dtype.itemsize]
+                nan = np.isnan(w.astype(np.float64))
+                np.testing.assert_array_equal(np.isnan(g.astype(np.float64)), nan)
+                np.testing.assert_array_equal(g.view(bits)[~nan], w.view(bits)[~nan],
+                                              err_msg=f"got {g[~nan]}\nwant {w[~nan]}")
+            else:
+                np.testing.assert_array_equal(g, w)
+
+
+def assert_lowers_like_jax(f, *args, polymorphic_shapes=None, rtol=1e-6, atol=1e-6,
+                           exact=False):
+    """Checks eager and graph results against `jax.jit(f)` (`exact`: bit for bit, signs of
+    zeros included; else to rtol/atol); with `polymorphic_shapes` (one string or None per
+    argument, e.g. "b, 3") the graph is traced with None for each symbolic dimension. Returns
+    the graph's op types."""
     program = lowered(f, args, polymorphic_shapes)
     want = jax.jit(f)(*args)
     want_leaves = jax.tree.leaves(want)
     tensors = [tf.constant(a) for a in args]
     got = plain.run_program(program, tensors)
-    assert_tree_allclose(got, want_leaves, rtol=rtol, atol=atol)
+    compare = assert_same_bits if exact else \
+        (lambda got, want: assert_tree_allclose(got, want, rtol=rtol, atol=atol))
+    compare(got, want_leaves)
     signature = []
     for a, p in zip(args, polymorphic_shapes or [None] * len(args)):
         shape = list(np.shape(a))
@@ -57,7 +80,7 @@ def assert_lowers_like_jax(f, *args, polymorphic_shapes=None, rtol=1e-6, atol=1e
     graph_fn = tf.function(lambda *xs: plain.run_program(program, list(xs)), autograph=False,
                            input_signature=signature)
     concrete = graph_fn.get_concrete_function()
-    assert_tree_allclose(graph_fn(*tensors), want_leaves, rtol=rtol, atol=atol)
+    compare(graph_fn(*tensors), want_leaves)
     types = graph_op_types(concrete)
     xla = sorted(t for t in types if t.startswith(XLA_OP_PREFIXES))
     assert not xla, f"XLA ops in the plain graph: {xla}"

@@ -25,14 +25,21 @@ def _expanded(x):
 
 
 def test_chlo_composites_run_their_decompositions():
+    """Composites run their decompositions, except those raised to a TF kernel measured within
+    the contract's bound (erf: TF's Erf)."""
     program = lowered(_composites, [X])
     names = {op.attr("name") for op in program.ops() if op.name == "stablehlo.composite"}
-    assert {"chlo.erf", "chlo.sinh", "chlo.asin", "chlo.atanh"} <= names
+    assert {"chlo.sinh", "chlo.asin", "chlo.atanh"} <= names
+    kernels = {op.attr("kernel") for op in program.ops() if op.name == "raised.unary"}
+    assert kernels == {"Erf"}
     assert_lowers_like_jax(_composites, X, polymorphic_shapes=["n"], rtol=1e-6, atol=1e-7)
 
 
 def test_special_functions_across_the_domain():
-    assert_lowers_like_jax(_expanded, X, rtol=1e-6, atol=1e-7)
+    # atol 3e-7, two ulps of 1.0: lgamma's terms near its roots at 1 and 2 are about 1 and
+    # cancel, and in a graph TF's optimizer turns each division by a constant into a product
+    # with the reciprocal (within 1.5 ulps of the quotient; docs/exactness.md).
+    assert_lowers_like_jax(_expanded, X, rtol=1e-6, atol=3e-7)
     with jax.enable_x64(True):
         assert_lowers_like_jax(lambda x: (_composites(x), lax.erf_inv(x), lax.lgamma(x)),
                                X.astype(np.float64), rtol=1e-12, atol=1e-14)

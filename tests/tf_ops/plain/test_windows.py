@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, lowered
 from tf_ops import plain
@@ -39,11 +40,21 @@ def test_nan_propagates_through_max_pool():
     types = assert_lowers_like_jax(lambda x: (_max_pool(x, padding="VALID"), nchw_from_half(x)),
                                    x)
     assert "MaxPool" in types
-    # Windows of -inf only (or only padding) are -inf, where MaxPool says the lowest float.
-    x[0, 0:2, 0, 1] = -np.inf
+    # Windows wholly in the padding are the init (-inf), where MaxPool says the lowest float:
+    # such pools are folded instead.
     assert_lowers_like_jax(
         lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 1, 1), (1, 2, 1, 1),
                                     [(0, 0), (0, 2), (0, 0), (0, 0)]), x)
+    # A window of inputs that are all -inf gives MaxPool's floor, the lowest finite float
+    # (a difference the contract lists); every other window equals JAX.
+    x[0, 0:2, 0, 1] = -np.inf
+    pool = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 1, 1), (1, 2, 1, 1),
+                                       "VALID")
+    got = tf.function(lambda v: plain.run_program(lowered(pool, (x,)), [v]))(x)[0].numpy()
+    want = np.asarray(pool(x))
+    floor = want == -np.inf
+    assert (got[floor] == np.finfo(np.float32).min).all() and floor.sum() == 1
+    np.testing.assert_array_equal(got[~floor], want[~floor])
 
 
 def test_dilations_and_non_identity_init_and_integers():

@@ -1,0 +1,89 @@
+"""NaN guards: the few ops a plain graph adds where a TF kernel does not give JAX's NaN (or
+infinity) results, and their removal for runtimes that bring their own kernels.
+
+A TF engineer's softmax or max pooling is one op, and that op drops NaN where JAX propagates
+it: TF's Softmax (oneDNN's on x86) leaves NaN only where its own `x - max` is NaN, TF's
+MaxPool skips NaN. The plain lowering keeps JAX's values in TF by combining the kernel's result
+`y` with a second value in one last op named `restore` under the name scope `jax_nan_guard`
+(`guarded`); that op's first input is always `y`.
+
+TFLite's and TF.js's interpreters run their own kernels, whose NaN handling is theirs (as for
+a hand-written model), so their writers take the graph without the guards (`strip`): every use
+of a `restore` op reads its first input instead, and the guard's other ops are left unused.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import tensorflow as tf
+
+NAN_GUARD_SCOPE = "jax_nan_guard"
+_RESTORE = re.compile(r"(^|/)" + NAN_GUARD_SCOPE + r"(_\d+)?/restore$")
+
+
+def guarded(y: tf.Tensor, combine: Callable, guard: Callable[[], tf.Tensor]) -> tf.Tensor:
+    """`combine(y, guard())` (e.g. tf.minimum), built under the guard scope with the combining
+    op named `restore` so that `strip` can find it.
+
+    Example:
+        >>> y = tf.constant([1.0, 2.0])
+        >>> guarded(y, tf.minimum, lambda: tf.reduce_sum(y)).numpy()
+        array([1., 2.], dtype=float32)
+    """
+    with tf.name_scope(NAN_GUARD_SCOPE):
+        return combine(y, guard(), name="restore")
+
+
+def restore_op(name: str) -> bool:
+    """Whether a node of that (possibly function-prefixed) name combines a guard."""
+    return bool(_RESTORE.search(name))
+
+
+def strip(graph_def):
+    """A copy of `graph_def` (a GraphDef; its function library too) in which every use of a
+    guard's `restore` op reads the guarded value instead."""
+    result = type(graph_def)()
+    result.CopyFrom(graph_def)
+    _rewire_graph(result.node)
+    for function in result.library.function:
+        _rewire_function(function)
+    return result
+
+
+def _rewire_graph(nodes) -> None:
+    """GraphDef inputs: "name", "name:1", "^name"."""
+    restores = {n.name: n.input[0] for n in nodes if restore_op(n.name)}
+    if not restores:
+        return
+    for node in nodes:
+        for i, inp in enumerate(node.input):
+            control = inp.startswith("^")
+            name, _, port = inp.lstrip("^").partition(":")
+            if name in restores and not control and port in ("", "0"):
+                node.input[i] = _resolve(restores, name)
+
+
+def _rewire_function(function) -> None:
+    """FunctionDef inputs: "node:output_arg:index" (or an argument name)."""
+    restores = {n.name: n.input[0] for n in function.node_def if restore_op(n.name)}
+    if not restores:
+        return
+    for node in function.node_def:
+        for i, inp in enumerate(node.input):
+            name = inp.split(":")[0]
+            if name in restores and not inp.startswith("^"):
+                node.input[i] = _resolve(restores, name)
+    for key, value in list(function.ret.items()):
+        if value.split(":")[0] in restores:
+            function.ret[key] = _resolve(restores, value.split(":")[0])
+
+
+def _resolve(restores: dict, name: str) -> str:
+    """The guarded value of a `restore` op (through guards of guards)."""
+    value = restores[name]
+    seen = {name}
+    while value.split(":")[0] in restores and value.split(":")[0] not in seen:
+        seen.add(value.split(":")[0])
+        value = restores[value.split(":")[0]]
+    return value
