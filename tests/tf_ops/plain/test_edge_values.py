@@ -202,3 +202,19 @@ def test_max_and_min_order_negative_zero_below_positive_zero():
     got = tf.function(lambda v: plain.run_program(lowered(pools, (z,)), [v]))(z)
     for g, w in zip(got, pools(z)):
         np.testing.assert_array_equal(g.numpy(), np.asarray(w))
+
+
+# ------------------------------------------------------------------------ folded operands
+
+def test_an_op_that_returns_its_broadcast_operand_keeps_the_full_shape():
+    # Threefry's counters are constants folded to splats and broadcasts; `0 + broadcast(k)`
+    # and `1 * broadcast(row)` return the other operand, which must still be broadcast to
+    # the result's shape (once a scalar or a (1, 4, 1) source: a shape error in a graph).
+    key = np.array([1, 2], np.uint32)
+    sample = lambda k: (jax.random.randint(jax.random.wrap_key_data(k), (3, 4, 1), -5, 7),
+                        jax.random.key_data(jax.random.split(jax.random.wrap_key_data(k), 3)))
+    _exact(sample, key)
+    row = np.arange(4, dtype=np.uint64).reshape(1, 4, 1)
+    with jax.enable_x64(True):
+        _exact(lambda r: (jnp.broadcast_to(r, (3, 4, 1)) * jnp.ones((3, 4, 1), np.uint64),
+                          jnp.zeros((2,), np.uint32) + r[0, 0, 0].astype(np.uint32)), row)
