@@ -108,6 +108,10 @@ TOLERANCES: dict[str, Tolerance] = {
     "libm": Tolerance(Bound(ulps=16, tiny=4), (
         "exp, exp2, log, log1p, expm1, tanh, logistic, sinh, cosh, asinh, acosh, atanh, asin, "
         "acos, atan, atan2, cbrt, rsqrt, erf, erfc, pow: " + _LIBM)),
+    "erfc_tail": Tolerance(Bound(ulps=64, tiny=4), (
+        "erfc: the plain lowering runs TF's Erfc kernel for JAX's polynomial (float16, "
+        "bfloat16, float32); in float32 it is up to 58 ulps from jaxlib's where erfc is small "
+        "(x > 3), measured on all 2**32 inputs by tools/kernel_bounds.py")),
     "libm_periodic": Tolerance(Bound(ulps=16, scaled=4, tiny=4), (
         "sin, cos, tan: " + _LIBM + "; the argument reduction rounds differently for large "
         "arguments; the scale (1, or 1 + tan**2) covers results near the zeros")),
