@@ -96,6 +96,10 @@ def test_known_classes_are_per_path():
                    repr(np.inf))
     assert known.classify(fma, ["conv"]).startswith("TF's Conv and MatMul")
     assert known.classify(fma, ["reduce_sum"]) is None  # sums follow XLA's association
+    inf_minus_inf = dataclasses.replace(fma, kind="nan", got=repr(np.nan))
+    assert known.classify(inf_minus_inf, ["conv"]).startswith("TF's Conv and MatMul")
+    small_nan = dataclasses.replace(inf_minus_inf, want=repr(1.5))
+    assert known.classify(small_nan, ["conv"]) is None
     one = np.float32(1.5)
     near = Mismatch("plain", "value", 0, "value", "float32", (), "",
                     repr(float(np.nextafter(one, np.float32(2)))), repr(float(one)))

@@ -37,7 +37,7 @@ def aggregate(records: list[dict]) -> dict:
         for x in r.get("refused", ()):
             refused[(x["path"], x["detail"].split(" at ")[0][:140])] += 1
         for f in r.get("findings", ()):
-            _reclassify(f)
+            _reclassify(f, r.get("process_started", 0.0))
             entry = classes.setdefault(f["class"], {
                 "known": f["known"], "group": f.get("group", ""), "count": 0, "paths": collections.Counter(),
                 "checks": collections.Counter(), "reproducer": None, "detail": f["detail"],
@@ -55,15 +55,25 @@ def aggregate(records: list[dict]) -> dict:
             "refused": refused}
 
 
-def _reclassify(f: dict) -> None:
+def _reclassify(f: dict, recorded: float) -> None:
     """Classifies a finding with today's lists (`known.KNOWN`, `known.TF_XLA`): a class fixed
-    and dropped from them since the run counts as unexplained."""
+    and dropped from them since the run counts as unexplained, unless `known.FIXED` says the
+    fix came after the worker that found it started (`recorded`, unix time; 0 for records
+    that do not say)."""
     if f.get("program") is None:  # a worker crash or hang
         f["known"] = False
         return
     m = check_lib.Mismatch(f["path"], f["check"], 0, f["kind"], f["dtype"],
                            tuple(f.get("families", ())), f["detail"])
-    name = known.classify(m, f.get("shrunk_ops") or f["ops"])
+    ops = set(f.get("shrunk_ops") or f["ops"])
+    name = known.classify(m, ops)
+    if name is None and m.path == "plain":
+        fixed = next((k for k, when, _ in known.FIXED if recorded < when and k.matches(m, ops)),
+                     None)
+        if fixed is not None:
+            f.update({"class": "fixed during the run: " + fixed.name, "known": True,
+                      "group": "fixed"})
+            return
     f["known"] = name is not None
     if name is not None:
         f["class"] = name
@@ -96,7 +106,8 @@ def write(out_dir: Path, title: str | None = None) -> dict:
     t = agg["totals"]
     unexplained = {n: e for n, e in agg["classes"].items() if not e["known"]}
     known_classes = {n: e for n, e in agg["classes"].items()
-                     if e["known"] and e["group"] != "tf_xla"}
+                     if e["known"] and e["group"] not in ("tf_xla", "fixed")}
+    fixed = {n: e for n, e in agg["classes"].items() if e["group"] == "fixed"}
     tf_xla = {n: e for n, e in agg["classes"].items() if e["group"] == "tf_xla"}
     cpu = t.get("cpu_seconds", 0.0)
     # From the first batch's start to the last one's end (a resumed run's pause included).
@@ -132,7 +143,9 @@ def write(out_dir: Path, title: str | None = None) -> dict:
     for heading, group in (("Unexplained", unexplained),
                            ("Known in the plain lowering (tools/lax_fuzz/known.py KNOWN)",
                             known_classes),
-                           ("TF's XLA differs from jaxlib's (known.py TF_XLA)", tf_xla)):
+                           ("TF's XLA differs from jaxlib's (known.py TF_XLA)", tf_xla),
+                           ("Fixed during the run (known.py FIXED; found before the fix)",
+                            fixed)):
         lines += [f"## {heading}", ""]
         if not group:
             lines += ["None.", ""]

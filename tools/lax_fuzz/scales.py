@@ -1,5 +1,7 @@
 """The scale of a derivative check: the largest finite magnitude among the values a
-derivative computation forms (inputs, every intermediate, outputs).
+derivative computation forms (inputs, every intermediate, outputs), or infinity where one of
+its products or sums overflowed finite operands (the contract's `derivative` bound then lets
+NaN, infinities and finite values stand for one another).
 
 A tangent or gradient is a sum of products; where its terms cancel (`d(x/x)`), the result is
 rounding noise around zero, and a bound relative to the result itself would call that noise a
@@ -33,6 +35,31 @@ def _magnitude(value):
     return jnp.max(jnp.where(jnp.isfinite(size), size, 0.0))
 
 
+# Primitives whose infinities from finite operands are overflows (not 1/0 or log(0)).
+_OVERFLOWING = frozenset({"mul", "add", "sub", "square", "integer_pow", "pow", "exp",
+                          "dot_general", "conv_general_dilated", "reduce_sum", "cumsum"})
+
+
+def _no_infinity(values):
+    """Whether no float value holds an infinity or NaN (a scalar bool array); None without
+    floats."""
+    flags = [jnp.all(jnp.isfinite(jnp.asarray(v))) for v in values
+             if _magnitude(v) is not None]
+    return jnp.all(jnp.stack(flags)) if flags else None
+
+
+def _overflow(primitive, inputs, outputs):
+    """jnp.inf where an equation overflowed finite operands to an infinity (x * x past the
+    largest value): from there on, which terms overflow, and whether they meet as inf - inf
+    (NaN) or 0 * inf, depends on the order of operations; else 0 (or None)."""
+    if primitive not in _OVERFLOWING:
+        return None
+    before, after = _no_infinity(inputs), _no_infinity(outputs)
+    if before is None or after is None:
+        return None
+    return jnp.where(before & ~after, jnp.inf, 0.0)
+
+
 def _evaluate(jaxpr, consts, args):
     env = {}
     found = []
@@ -64,6 +91,9 @@ def _evaluate(jaxpr, consts, args):
                 outs = [outs]
         for v, o in zip(eqn.outvars, outs):
             write(v, o)
+        overflow = _overflow(eqn.primitive.name, values, outs)
+        if overflow is not None:
+            found.append(overflow)
     wide = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
     biggest = jnp.max(jnp.stack([jnp.asarray(f, wide) for f in found])) if found else \
         jnp.zeros((), wide)

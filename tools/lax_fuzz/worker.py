@@ -16,6 +16,10 @@ import numpy as np
 from tools.lax_fuzz import batch, known, reproducer, shrink
 from tools.lax_fuzz.check import Mismatch
 
+# When this worker read the code it runs (a run's summary tells findings of code fixed since
+# from those of the fixed code: known.FIXED).
+_STARTED = time.time()
+
 
 class Classes:
     """The classes seen so far (shared by the workers through the results files): how many
@@ -113,7 +117,8 @@ def run_batch(seed: int, index: int, settings: batch.Settings, classes: Classes,
             "findings": findings, "stats": outcome.stats,
             "seconds": {k: round(v, 3) for k, v in outcome.seconds.items()},
             "wall_seconds": round(time.perf_counter() - wall, 3),
-            "cpu_seconds": round(time.process_time() - cpu, 3), "time": time.time()}
+            "cpu_seconds": round(time.process_time() - cpu, 3), "time": time.time(),
+            "process_started": _STARTED}
 
 
 def read_records(out_dir: Path) -> list[dict]:

@@ -218,3 +218,16 @@ def test_an_op_that_returns_its_broadcast_operand_keeps_the_full_shape():
     with jax.enable_x64(True):
         _exact(lambda r: (jnp.broadcast_to(r, (3, 4, 1)) * jnp.ones((3, 4, 1), np.uint64),
                           jnp.zeros((2,), np.uint32) + r[0, 0, 0].astype(np.uint32)), row)
+
+
+def test_one_over_x_is_a_division_not_tfs_reciprocal_kernel():
+    # TF's graph optimizer turns 1 / y into Reciprocal, whose float32 CPU kernel is 3 ulps
+    # off for ordinary y and 4,907 ulps for |y| > 2**100 (-4.353222e37: -2.2964614e-38
+    # where the division gives -2.297149e-38).
+    bits = RNG.integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32)
+    y = np.concatenate([np.float32([-4.353222e37, 2.696099e36, 3.0, 0.0, -0.0, np.inf,
+                                    -np.inf, np.nan, 1e-40, -1e-40]), bits.view(np.float32)])
+    inverses = lambda y: (1.0 / y, lax.div(jnp.ones_like(y), y), lax.integer_pow(y, -2),
+                          jnp.reciprocal(y))
+    _exact(inverses, y)
+    _exact(inverses, y, polymorphic_shapes=["b"])
