@@ -109,4 +109,5 @@ def test_known_classes_are_per_path():
     nan = Mismatch("xla", "value", 0, "nan", "float32", (), "")
     assert known.classify(nan, ["reduce_max"]).startswith("TF's XLA")
     assert known.classify(nan, ["exp"]) is None
+    assert known.classify(nan, ["scan_max"]).startswith("TF's XLA")
     assert known.new_class(nan, ["exp", "max", "exp"]) == "xla value nan float32: exp+max"
