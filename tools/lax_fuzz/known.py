@@ -80,6 +80,15 @@ def _overflow_seen(m: Mismatch) -> bool:
     return bool(np.isfinite(other) and abs(other) > 1e30)
 
 
+def _nan_for_finite(m: Mismatch) -> bool:
+    """The converted value is NaN where the expected one is finite."""
+    try:
+        got, want = float(m.got), float(m.want)
+    except ValueError:
+        return False
+    return bool(np.isnan(got) and np.isfinite(want))
+
+
 # Differences the contract tolerates because the plain lowering raises JAX's decompositions to
 # TF's own kernels (what a TF engineer writes, and what TFLite, TF.js and Core ML fuse):
 # docs/exactness.md#tolerated-differences-of-the-plain-lowerings-tf-kernels.
@@ -124,6 +133,13 @@ FOUND: list[KnownClass] = [
     KnownClass("max/min keep or flush a subnormal operand unlike XLA (denormals-are-zero)",
                lambda m, ops: m.kind == "value" and bool(ops & _NAN_MINMAX)
                and _subnormal_involved(m)),
+    KnownClass("conv: an infinite or NaN kernel element over padding gives NaN (TF's Conv "
+               "multiplies the padding's zeros, 0 * inf; jaxlib's XLA skips them)",
+               lambda m, ops: m.kind == "nan" and "conv" in ops and _nan_for_finite(m)),
+    KnownClass("outside the contract: a subnormal (nextafter of 0) into a tolerated function "
+               "(TF's kernels treat it as 0, atan2(1e-45, 0) = pi/4)",
+               lambda m, ops: m.kind == "value" and "nextafter" in ops
+               and bool(m.families)),
     KnownClass("reduce_max/min gradient where the extremum is NaN",
                lambda m, ops: m.check != "value" and m.kind in ("nan", "infinity")
                and bool(ops & {"reduce_max", "reduce_min"})),

@@ -231,3 +231,11 @@ def test_one_over_x_is_a_division_not_tfs_reciprocal_kernel():
                           jnp.reciprocal(y))
     _exact(inverses, y)
     _exact(inverses, y, polymorphic_shapes=["b"])
+
+
+def test_folding_reads_empty_constants():
+    # Gathering no rows makes empty constants inside cosh's decomposition; TF's own reader of
+    # a Const (MakeNdarray) failed on them ("index can't contain negative values").
+    x, none = np.array([1.0, -2.0], np.float32), np.zeros((0,), np.int32)
+    _exact(lambda x, i: (lax.cosh(jnp.take(x, i, axis=0)), jnp.take(x, i, axis=0) + 1.0,
+                         i + 1, x * 2.0), x, none)
