@@ -156,6 +156,10 @@ FIXED: list[tuple[KnownClass, float, str]] = [
                 lambda m, ops: bool(ops & {"reciprocal", "integer_pow_neg2", "div"})
                 and m.kind == "value"),
      1795897482.0, "plain lowering: 1 / y as -(-1 / y), which Grappler keeps a division"),
+    (KnownClass("folding an empty constant failed in TF's MakeNdarray (index can't contain "
+                "negative values)",
+                lambda m, ops: m.kind == "error" and "negative values" in m.detail),
+     1795898618.0, "plain lowering: folding reads empty constants itself"),
 ]
 
 
