@@ -396,10 +396,12 @@ def cbrt(ctx, op, x):
     xc = tf.cast(x, compute)
     magnitude = tf.abs(xc)
     root = tf.pow(magnitude, tf.constant(1.0 / 3.0, compute))
-    # pow by a rounded 1/3 is off by ~|log x| * eps (116 ulps in float64 near 1e-300); one
-    # Newton step, (2r + x / r**2) / 3 (no r**3 to overflow), brings it to about an ulp.
-    newton = (2.0 * root + magnitude / (root * root)) / 3.0
-    root = tf.where(tf.logical_and(root > 0, tf.math.is_finite(newton)), newton, root)
+    if compute == tf.float64:
+        # pow by a rounded 1/3 is off by ~|log x| * eps: 116 ulps near 1e-300 in float64
+        # (float32's range keeps it within a few); one Newton step, (2r + x / r**2) / 3 (no
+        # r**3 to overflow), brings it to about an ulp.
+        newton = (2.0 * root + magnitude / (root * root)) / 3.0
+        root = tf.where(tf.logical_and(root > 0, tf.math.is_finite(newton)), newton, root)
     return tf.cast(float_sign(xc) * root, x.dtype)
 
 
