@@ -163,6 +163,11 @@ FIXED: list[tuple[KnownClass, float, str]] = [
     (KnownClass("float64 cbrt was pow(|x|, 1/3), 116 ulps from jaxlib's",
                 lambda m, ops: m.kind == "value" and m.dtype == "float64" and "cbrt" in ops),
      1795898864.0, "plain lowering: cbrt takes one Newton step after pow"),
+    (KnownClass("two width-changing bitcasts in a row: TF's optimizer merged them (shape [8] "
+                "for [4, 2])",
+                lambda m, ops: m.kind == "shape"
+                and sum(o.startswith("bitcast_") for o in ops) >= 2),
+     1795899538.0, "plain lowering: refused (PlainLoweringError)"),
     (KnownClass("a derivative where the reference computation overflows (acosh'' at -FLT_MAX: "
                 "0 * inf); tolerated since by the derivative bound",
                 lambda m, ops: m.check != "value" and m.kind == "nan" and ops == {"acosh"}),

@@ -256,3 +256,18 @@ def test_float64_cbrt_is_within_a_few_ulps():
     assert ulps.max() <= 4, (ulps.max(), x[finite][ulps.argmax()])
     np.testing.assert_array_equal(got[~finite], want[~finite])
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_two_width_changing_bitcasts_in_a_row_are_refused():
+    # TF's graph optimizer merges Bitcast(Bitcast(x, uint16), uint8) into one Bitcast: the
+    # result had shape [8] for JAX's [4, 2]. (jax.jit's own XLA fails on this chain too.)
+    chain = lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, jnp.uint16),
+                                               jnp.uint8)
+    x = np.array([1.0, -2.5], np.float32)
+    program = lowered(chain, (x,))
+    graph = tf.function(lambda v: plain.run_program(program, [v]), autograph=False)
+    with pytest.raises(plain.PlainLoweringError, match="width-changing bitcast of a"):
+        graph.get_concrete_function(tf.TensorSpec([2], tf.float32))
+    # One width change after a same-width bitcast is JAX's bits.
+    _exact(lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, jnp.int32),
+                                              jnp.uint8), x)
