@@ -161,7 +161,9 @@ def gen_reduce(ctx: Ctx):
             Candidate("reduce_min", template, (x,), "transparent", mag_rule="norm")
     if kind in ("sum", "prod") and V.is_float(x.dtype) or V.is_complex(x.dtype):
         mag = (f"{max(n, 1)} * lax.reduce_sum(wide({{0}}), {axes})" if kind == "sum" else
-               f"{max(n, 1)} * wide(lax.reduce_prod({{0}}, {axes}))")
+               # the product of the magnitudes (infinite where the terms overflow), not the
+               # magnitude of the product (NaN where a complex product overflows)
+               f"{max(n, 1)} * lax.reduce_prod(wide({{0}}), {axes})")
         return Candidate(f"reduce_{kind}", template, (x,), "approx", "reassociation", mag=mag)
     return Candidate(f"reduce_{kind}", template, (x,), "exact",
                      differentiable=kind in ("sum", "prod"))
