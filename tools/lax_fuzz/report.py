@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 from pathlib import Path
 
 from tf_ops import exactness
@@ -63,8 +64,12 @@ def _reclassify(f: dict, recorded: float) -> None:
     if f.get("program") is None:  # a worker crash or hang
         f["known"] = False
         return
+    got, want = f.get("got"), f.get("want")
+    if not got:  # records before the finding kept them: the detail's first elements
+        found = re.search(r"got (\S+), expected (\S+?)(?: \(|$|;)", f["detail"])
+        got, want = (found.group(1), found.group(2)) if found else ("", "")
     m = check_lib.Mismatch(f["path"], f["check"], 0, f["kind"], f["dtype"],
-                           tuple(f.get("families", ())), f["detail"])
+                           tuple(f.get("families", ())), f["detail"], got, want)
     ops = set(f.get("shrunk_ops") or f["ops"])
     name = known.classify(m, ops)
     if name is None and m.path == "plain":
