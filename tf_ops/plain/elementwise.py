@@ -53,6 +53,12 @@ def add(ctx, op, x, y):
         return x
     if _is_value(x_const, 0):
         return y
+    if x is y and x.dtype in ds.COMPLEX:
+        # TF's graph optimizer turns x + x into 2 * x, a complex product whose imaginary
+        # part is 2 * -0.0 + 0 * re = +0.0 where x + x keeps -0.0: add the parts.
+        doubled = tf.add(tf.math.real(x), tf.math.real(x)), tf.add(tf.math.imag(x),
+                                                                  tf.math.imag(x))
+        return tf.complex(*doubled)
     return tf.add(x, y)
 
 

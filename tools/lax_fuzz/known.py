@@ -184,11 +184,23 @@ FIXED: list[tuple[KnownClass, float, str]] = [
                 lambda m, ops: m.kind in ("nan", "infinity") and "reduce_prod" in ops
                 and "complex_reassociation" in m.families),
      1795899702.0, "lax_fuzz: reduce_prod's scale is the product of the magnitudes"),
+    (KnownClass("complex x + x: TF's optimizer made it 2 * x, losing a -0.0 imaginary part",
+                lambda m, ops: m.kind == "signed_zero" and m.dtype == "complex64"
+                and ops == {"add"}),
+     1795900125.0, "plain lowering: complex x + x adds the parts"),
     (KnownClass("a derivative where the reference computation overflows (acosh'' at -FLT_MAX: "
                 "0 * inf); tolerated since by the derivative bound",
                 lambda m, ops: m.check != "value" and m.kind == "nan" and ops == {"acosh"}),
      1795897627.0, "contract: the derivative bound's overflow rule, scales.py marks the overflow"),
 ]
+
+
+# Worker crashes explained by rerunning their batch (seed, batch index): the crash is not in a
+# converted path.
+CRASHES: dict[tuple[int, int], str] = {
+    (0, 51): "jaxlib's XLA (the reference, jax.jit) dies of SIGFPE compiling "
+             "lax.div(x ^ x, x ^ x) on integers: it folds the integer 0 / 0 on the host",
+}
 
 
 TF_XLA: list[KnownClass] = [

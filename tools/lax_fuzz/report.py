@@ -38,7 +38,7 @@ def aggregate(records: list[dict]) -> dict:
         for x in r.get("refused", ()):
             refused[(x["path"], x["detail"].split(" at ")[0][:140])] += 1
         for f in r.get("findings", ()):
-            _reclassify(f, r.get("process_started", 0.0))
+            _reclassify(f, r.get("process_started", 0.0), (r.get("seed"), r["batch"]))
             entry = classes.setdefault(f["class"], {
                 "known": f["known"], "group": f.get("group", ""), "count": 0, "paths": collections.Counter(),
                 "checks": collections.Counter(), "reproducer": None, "detail": f["detail"],
@@ -56,13 +56,17 @@ def aggregate(records: list[dict]) -> dict:
             "refused": refused}
 
 
-def _reclassify(f: dict, recorded: float) -> None:
+def _reclassify(f: dict, recorded: float, where: tuple = (None, None)) -> None:
     """Classifies a finding with today's lists (`known.KNOWN`, `known.TF_XLA`): a class fixed
     and dropped from them since the run counts as unexplained, unless `known.FIXED` says the
     fix came after the worker that found it started (`recorded`, unix time; 0 for records
     that do not say)."""
-    if f.get("program") is None:  # a worker crash or hang
-        f["known"] = False
+    if f.get("program") is None:  # a worker crash or hang, explained when rerun (known.CRASHES)
+        reason = known.CRASHES.get(tuple(where))
+        f["known"] = reason is not None
+        if reason is not None:
+            f.update({"class": "worker crash, not in a converted path: " + reason,
+                      "group": "tf_xla"})
         return
     got, want = f.get("got"), f.get("want")
     if not got:  # records before the finding kept them: the detail's first elements
@@ -148,7 +152,8 @@ def write(out_dir: Path, title: str | None = None) -> dict:
     for heading, group in (("Unexplained", unexplained),
                            ("Known in the plain lowering (tools/lax_fuzz/known.py KNOWN)",
                             known_classes),
-                           ("TF's XLA differs from jaxlib's (known.py TF_XLA)", tf_xla),
+                           ("TF's XLA differs from jaxlib's, or jaxlib's XLA fails "
+                            "(known.py TF_XLA, CRASHES)", tf_xla),
                            ("Fixed during the run (known.py FIXED; found before the fix)",
                             fixed)):
         lines += [f"## {heading}", ""]

@@ -271,3 +271,12 @@ def test_two_width_changing_bitcasts_in_a_row_are_refused():
     # One width change after a same-width bitcast is JAX's bits.
     _exact(lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, jnp.int32),
                                               jnp.uint8), x)
+
+
+def test_complex_x_plus_x_keeps_negative_zero_parts():
+    # TF's graph optimizer turns x + x into 2 * x; as a complex product its imaginary part
+    # 2 * -0.0 + 0 * 0.25 is +0.0, where the sum is -0.0.
+    z = np.array([1.0 + 0.0j, 0.25 - 0.0j, -0.0 - 0.0j, np.inf - 0.0j], np.complex64)
+    z.imag = np.array([0.0, -0.0, -0.0, -0.0], np.float32)
+    _exact(lambda z: (z + z, lax.add(z, z) * 1), z)
+    _exact(lambda z: z + z, z, polymorphic_shapes=["b"])
