@@ -151,6 +151,13 @@ FOUND: list[KnownClass] = [
                "XLA's x + 0 -> x keeps its sign, TF's add (denormals-are-zero) gives +0",
                lambda m, ops: "iota_add" in ops and m.kind in ("value", "signed_zero")
                and _subnormal_involved(m)),
+    KnownClass("XLA simplifies 1 / (1 / y) to y; TF rounds both divisions (1 ulp)",
+               lambda m, ops: {"integer_pow_neg2", "reciprocal"} <= ops
+               and m.kind == "value" and _within_ulps(m, 2)),
+    KnownClass("float16 x * y - z: XLA keeps the product in float32 where it overflows "
+               "float16, TF rounds it to inf",
+               lambda m, ops: m.dtype == "float16" and m.kind in ("infinity", "nan")
+               and bool(ops & {"mul_sub", "mul_add"})),
     KnownClass("reduce_max/min gradient where the extremum is NaN",
                lambda m, ops: m.check != "value" and m.kind in ("nan", "infinity")
                and bool(ops & {"reduce_max", "reduce_min"})),
@@ -185,8 +192,8 @@ FIXED: list[tuple[KnownClass, float, str]] = [
                 and "complex_reassociation" in m.families),
      1795899702.0, "lax_fuzz: reduce_prod's scale is the product of the magnitudes"),
     (KnownClass("complex x + x: TF's optimizer made it 2 * x, losing a -0.0 imaginary part",
-                lambda m, ops: m.kind == "signed_zero" and m.dtype == "complex64"
-                and ops == {"add"}),
+                lambda m, ops: m.kind == "signed_zero"
+                and m.dtype in ("complex64", "complex128") and ops == {"add"}),
      1795900125.0, "plain lowering: complex x + x adds the parts"),
     (KnownClass("a derivative where the reference computation overflows (acosh'' at -FLT_MAX: "
                 "0 * inf); tolerated since by the derivative bound",
