@@ -5,8 +5,8 @@ calling-convention versions a TF reads, platforms, gradient tapes. It never impo
 `jax2tf_native` or user code: it receives `jax.export.Exported` records, parsed MLIR modules
 and TF tensors. (Re-serializing and checking a module uses JAX's MLIR bindings, and `dtypes`
 maps JAX's float0, so those modules import `jax`; `platforms`, `mlir_walk`, `gradient_ops`,
-`tape_state`, `runnable`, `shardings`, `custom_call_allowlist`, `versions` and `tf_targets`
-import no JAX.)
+`tape_state`, `runnable`, `shardings`, `custom_call_allowlist`, `versions`, `tf_targets` and
+`exactness` import no JAX.)
 
 What it owns, precisely: every TF op on the path of a converted call (`convert`,
 `call_exported`) is built here —
@@ -31,6 +31,8 @@ user-facing TF objects (`tf_args`' tensors, `tf_variables`, `keras_layer`, `fram
 - `custom_call_allowlist`: the custom-call targets we stand behind, per platform.
 - `custom_call_check`: finds every custom call of a module and checks it against the allowlist.
 - `dtypes`: JAX <-> TF dtype mapping.
+- `exactness`: the exactness contract's comparison rule (a converted result against
+  `jax.jit`'s): what is bit-exact, and every tolerated float difference with its bound.
 - `gradient_ops`: the TF ops around a gradient unit.
 - `mlir_walk`: the one walk over a module's ops, and the one custom-call target reader.
 - `module_for_tf`: re-serializes an exported module so that a given TF can deserialize it.

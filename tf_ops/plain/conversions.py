@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
+from tf_ops.plain import errors
 from tf_ops.plain.program import Op
 
 
@@ -65,6 +66,14 @@ def bitcast_convert(ctx, op, x):
         raise AssertionError("refused by check_bitcast")
     if to.size == x.dtype.size:
         return tf.bitcast(x, to)
+    if not tf.executing_eagerly() and x.op.type == "Bitcast" \
+            and x.op.inputs[0].dtype.size != x.dtype.size:
+        # TF's graph optimizer merges two width-changing Bitcasts into one and keeps the
+        # first one's shape (float64 -> uint16[4] -> uint8 gives [8], not [4, 2]).
+        raise errors.unsupported(op, "a width-changing bitcast of a width-changing bitcast: "
+                                     "TF's graph optimizer merges the two Bitcast ops and "
+                                     "loses the shape; bitcast once, from the first type to "
+                                     "the last")
     if to.size < x.dtype.size:
         return tf.bitcast(x, to)  # TF adds the trailing dimension as StableHLO does
     return tf.bitcast(x, to)      # and drops it when widening

@@ -53,6 +53,12 @@ def add(ctx, op, x, y):
         return x
     if _is_value(x_const, 0):
         return y
+    if x is y and x.dtype in ds.COMPLEX:
+        # TF's graph optimizer turns x + x into 2 * x, a complex product whose imaginary
+        # part is 2 * -0.0 + 0 * re = +0.0 where x + x keeps -0.0: add the parts.
+        doubled = tf.add(tf.math.real(x), tf.math.real(x)), tf.add(tf.math.imag(x),
+                                                                  tf.math.imag(x))
+        return tf.complex(*doubled)
     return tf.add(x, y)
 
 
@@ -105,8 +111,14 @@ def complex64_multiply(x, y, scatter: bool = False):
 
 
 def divide(ctx, op, x, y):
-    if _is_value(_splats(ctx, op)[1], 1):  # XLA: A / 1 -> A
+    x_const, y_const = _splats(ctx, op)
+    if _is_value(y_const, 1):  # XLA: A / 1 -> A
         return x
+    if x.dtype in ds.FLOATS and _is_value(x_const, 1) and not np.signbit(x_const):
+        # 1 / y as -(-1 / y), the same bits: TF's graph optimizer turns a division of ones
+        # into its Reciprocal kernel, which on CPU is up to 3 ulps off in float32, and 4,907
+        # for |y| > 2**100 (its Newton step meets the smallest normal).
+        return tf.negative(tf.math.divide(tf.constant(-1, x.dtype), y))
     if x.dtype in ds.FLOATS or x.dtype in ds.COMPLEX:
         return tf.math.divide(x, y)
     zero = tf.equal(y, 0)
@@ -388,8 +400,15 @@ imag = _unary(tf.math.imag)
 def cbrt(ctx, op, x):
     compute = ds.float_compute_type(x.dtype)
     xc = tf.cast(x, compute)
-    root = float_sign(xc) * tf.pow(tf.abs(xc), tf.constant(1.0 / 3.0, compute))
-    return tf.cast(root, x.dtype)
+    magnitude = tf.abs(xc)
+    root = tf.pow(magnitude, tf.constant(1.0 / 3.0, compute))
+    if compute == tf.float64:
+        # pow by a rounded 1/3 is off by ~|log x| * eps: 116 ulps near 1e-300 in float64
+        # (float32's range keeps it within a few); one Newton step, (2r + x / r**2) / 3 (no
+        # r**3 to overflow), brings it to about an ulp.
+        newton = (2.0 * root + magnitude / (root * root)) / 3.0
+        root = tf.where(tf.logical_and(root > 0, tf.math.is_finite(newton)), newton, root)
+    return tf.cast(float_sign(xc) * root, x.dtype)
 
 
 def round_nearest_afz(ctx, op, x):

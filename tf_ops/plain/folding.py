@@ -53,6 +53,9 @@ def _known(value):
     if isinstance(value, tf.Tensor) and value.op.type == "Const" \
             and value.shape.num_elements() is not None \
             and value.shape.num_elements() <= _MAX_ELEMENTS:
+        if value.shape.num_elements() == 0:
+            # TF's MakeNdarray fails on an empty Const that stores a fill value (np.pad by -1)
+            return np.zeros(value.shape.as_list(), value.dtype.as_numpy_dtype)
         return tf.get_static_value(value)
     return None
 

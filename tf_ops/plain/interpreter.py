@@ -133,11 +133,12 @@ class Context:
             if folded is not None:
                 return [symbolic.materialize(v) for v in folded] if tensors else folded
             if entry.operands == op_table.BROADCASTING:
+                full = next((v for v in inputs if not symbolic.is_symbolic(v)), None)
+                symbolic_inputs = inputs
                 inputs = symbolic.broadcastable(inputs)
-                # The operand of the whole shape (one is materialized when all were symbolic).
-                full = max((v for v in inputs if isinstance(v, tf.Tensor)
-                            and v.shape.rank is not None),
-                           key=lambda v: v.shape.rank, default=None)
+                if full is None:  # the symbolic operand `broadcastable` built in full
+                    full = next((new for old, new in zip(symbolic_inputs, inputs)
+                                 if symbolic.is_materialized(old, new)), None)
             else:
                 inputs = [symbolic.materialize(v) for v in inputs]
         sources = op_sources.active()
@@ -149,12 +150,11 @@ class Context:
         else:
             outputs = entry.emit(self, op, *inputs)
         if entry.operands == op_table.BROADCASTING and full is not None:
-            # A lowering may return an operand as it is (`x * 1 -> x`): a scalar stands for
-            # the whole shape.
-            outputs = [tf.broadcast_to(o, tf.shape(full)) if isinstance(o, tf.Tensor)
-                       and o.shape.rank is not None and o.shape.rank < t.rank else o
-                       for o, t in zip(outputs if isinstance(outputs, (list, tuple))
-                                       else [outputs], op.result_types)]
+            # A lowering may return an operand as it is (`x * 1 -> x`): a scalar or an
+            # aligned broadcast source (size-1 dimensions) stands for the whole shape.
+            outputs = [tf.broadcast_to(o, tf.shape(full)) if _partial(o, full) else o
+                       for o in (outputs if isinstance(outputs, (list, tuple))
+                                 else [outputs])]
         if isinstance(outputs, (tf.Tensor, tf.Variable)) or not isinstance(outputs,
                                                                           (list, tuple)):
             outputs = [outputs]
@@ -244,3 +244,15 @@ class Context:
         """The sizes of `x`'s dimensions: Python ints where static, int32 scalars otherwise
         (one `tf.shape` per tensor)."""
         return self.shapes.tensors(x)
+
+
+def _partial(output, full: tf.Tensor) -> bool:
+    """Whether `output` of a broadcasting op has fewer elements than its operand `full`
+    (fewer dimensions, or a size-1 dimension where `full`'s is another or unknown)."""
+    if not isinstance(output, tf.Tensor) or output.shape.rank is None \
+            or full.shape.rank is None:
+        return False
+    if output.shape.rank < full.shape.rank:
+        return True
+    return any(o == 1 and f != 1 for o, f in zip(output.shape.as_list(),
+                                                  full.shape.as_list()))

@@ -156,6 +156,12 @@ def materialize(value):
     return built[graph]
 
 
+def is_materialized(value, tensor) -> bool:
+    """Whether `tensor` is `value` built in full by `materialize` (in the current graph)."""
+    built = getattr(value, "__dict__", {}).get("_built", {})
+    return is_symbolic(value) and built.get(tf.compat.v1.get_default_graph()) is tensor
+
+
 def _build(value):
     if isinstance(value, DimSize):
         if value.is_static:

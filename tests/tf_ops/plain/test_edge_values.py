@@ -202,3 +202,81 @@ def test_max_and_min_order_negative_zero_below_positive_zero():
     got = tf.function(lambda v: plain.run_program(lowered(pools, (z,)), [v]))(z)
     for g, w in zip(got, pools(z)):
         np.testing.assert_array_equal(g.numpy(), np.asarray(w))
+
+
+# ------------------------------------------------------------------------ folded operands
+
+def test_an_op_that_returns_its_broadcast_operand_keeps_the_full_shape():
+    # Threefry's counters are constants folded to splats and broadcasts; `0 + broadcast(k)`
+    # and `1 * broadcast(row)` return the other operand, which must still be broadcast to
+    # the result's shape (once a scalar or a (1, 4, 1) source: a shape error in a graph).
+    key = np.array([1, 2], np.uint32)
+    sample = lambda k: (jax.random.randint(jax.random.wrap_key_data(k), (3, 4, 1), -5, 7),
+                        jax.random.key_data(jax.random.split(jax.random.wrap_key_data(k), 3)))
+    _exact(sample, key)
+    row = np.arange(4, dtype=np.uint64).reshape(1, 4, 1)
+    with jax.enable_x64(True):
+        _exact(lambda r: (jnp.broadcast_to(r, (3, 4, 1)) * jnp.ones((3, 4, 1), np.uint64),
+                          jnp.zeros((2,), np.uint32) + r[0, 0, 0].astype(np.uint32)), row)
+
+
+def test_one_over_x_is_a_division_not_tfs_reciprocal_kernel():
+    # TF's graph optimizer turns 1 / y into Reciprocal, whose float32 CPU kernel is 3 ulps
+    # off for ordinary y and 4,907 ulps for |y| > 2**100 (-4.353222e37: -2.2964614e-38
+    # where the division gives -2.297149e-38).
+    bits = RNG.integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32)
+    y = np.concatenate([np.float32([-4.353222e37, 2.696099e36, 3.0, 0.0, -0.0, np.inf,
+                                    -np.inf, np.nan, 1e-40, -1e-40]), bits.view(np.float32)])
+    inverses = lambda y: (1.0 / y, lax.div(jnp.ones_like(y), y), lax.integer_pow(y, -2),
+                          jnp.reciprocal(y))
+    _exact(inverses, y)
+    _exact(inverses, y, polymorphic_shapes=["b"])
+
+
+def test_folding_reads_empty_constants():
+    # Gathering no rows makes empty constants inside cosh's decomposition; TF's own reader of
+    # a Const (MakeNdarray) failed on them ("index can't contain negative values").
+    x, none = np.array([1.0, -2.0], np.float32), np.zeros((0,), np.int32)
+    _exact(lambda x, i: (lax.cosh(jnp.take(x, i, axis=0)), jnp.take(x, i, axis=0) + 1.0,
+                         i + 1, x * 2.0), x, none)
+
+
+def test_float64_cbrt_is_within_a_few_ulps():
+    # pow(|x|, 1/3) alone was 116 ulps from jax.jit near 1e-300 (as TF's own XLA still is);
+    # with its Newton step the plain lowering is within 3.
+    rng = np.random.default_rng(35)
+    with jax.enable_x64(True):
+        x = np.concatenate([rng.standard_normal(4000) * 10.0 ** rng.integers(-300, 300, 4000),
+                            [2.2250738585072014e-308, -7.502215062378273e-298,
+                             1.7976931348623157e308, 0.0, -0.0, np.inf, -np.inf, np.nan]])
+        want = np.asarray(jax.jit(lax.cbrt)(x))
+        got = plain.run_program(lowered(lax.cbrt, (x,)), [tf.constant(x)])[0].numpy()
+    finite = np.isfinite(want)
+    ulps = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]))
+    assert ulps.max() <= 4, (ulps.max(), x[finite][ulps.argmax()])
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_two_width_changing_bitcasts_in_a_row_are_refused():
+    # TF's graph optimizer merges Bitcast(Bitcast(x, uint16), uint8) into one Bitcast: the
+    # result had shape [8] for JAX's [4, 2]. (jax.jit's own XLA fails on this chain too.)
+    chain = lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, jnp.uint16),
+                                               jnp.uint8)
+    x = np.array([1.0, -2.5], np.float32)
+    program = lowered(chain, (x,))
+    graph = tf.function(lambda v: plain.run_program(program, [v]), autograph=False)
+    with pytest.raises(plain.PlainLoweringError, match="width-changing bitcast of a"):
+        graph.get_concrete_function(tf.TensorSpec([2], tf.float32))
+    # One width change after a same-width bitcast is JAX's bits.
+    _exact(lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, jnp.int32),
+                                              jnp.uint8), x)
+
+
+def test_complex_x_plus_x_keeps_negative_zero_parts():
+    # TF's graph optimizer turns x + x into 2 * x; as a complex product its imaginary part
+    # 2 * -0.0 + 0 * 0.25 is +0.0, where the sum is -0.0.
+    z = np.array([1.0 + 0.0j, 0.25 - 0.0j, -0.0 - 0.0j, np.inf - 0.0j], np.complex64)
+    z.imag = np.array([0.0, -0.0, -0.0, -0.0], np.float32)
+    _exact(lambda z: (z + z, lax.add(z, z) * 1), z)
+    _exact(lambda z: z + z, z, polymorphic_shapes=["b"])

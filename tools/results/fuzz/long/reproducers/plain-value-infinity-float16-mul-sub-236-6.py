@@ -1,0 +1,52 @@
+"""lax_fuzz reproducer (plain value infinity float16: mul_sub).
+
+convert(f, enable_xla=False) vs jax.jit, value check, infinity: 1 non-finite element(s) differ; first at (0, 0): got -inf, expected -49120
+Run: python {this file} (prints both results and the contract's verdict).
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax import lax
+
+import jax2tf_native
+from tf_ops import exactness
+
+inf, nan = np.inf, np.nan
+
+
+def complex_array(real, imag):
+    z = np.empty(real.shape, np.result_type(real.dtype, np.complex64))
+    z.real, z.imag = real, imag
+    return z
+
+
+def wide(x):  # magnitudes (for the contract's scale), in the widest float enabled
+    return jnp.abs(x).astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+
+
+def f(x0, x1):
+    v0 = lax.sub(lax.mul(x1, x0), x0)
+    return (v0,)
+
+
+def f_scale(x0, x1):
+    v0 = lax.sub(lax.mul(x1, x0), x0)
+    m_v0 = wide(x1) * wide(x0) + wide(x0)
+    return (m_v0,)
+
+
+args = [
+    np.array([[-6.55e+04]], np.float16),  # x0
+    np.array([[1.75]], np.float16),  # x1
+]
+converted = jax2tf_native.convert(f, enable_xla=False)
+got = [t.numpy() for t in converted(*[tf.constant(a) for a in args])]
+want = jax.jit(f)(*args)
+scales = jax.jit(f_scale)(*args)
+families = [('excess_precision',)]
+for w, g, s, fam in zip(want, got, scales, families):
+    w, g = np.asarray(w), np.asarray(g)
+    print('jax.jit:', w)
+    print('converted:', g)
+    print(exactness.compare(g, w, exactness.tolerance(*fam), None if s is None else np.asarray(s)).detail or 'equal under the contract')

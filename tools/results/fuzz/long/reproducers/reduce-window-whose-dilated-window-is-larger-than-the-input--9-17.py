@@ -1,0 +1,51 @@
+"""lax_fuzz reproducer (reduce_window whose dilated window is larger than the input fails at run time).
+
+convert(f, enable_xla=False) vs jax.jit, value check, error: InvalidArgumentError: Graph execution error:
+Run: python {this file} (prints both results and the contract's verdict).
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax import lax
+
+import jax2tf_native
+from tf_ops import exactness
+
+inf, nan = np.inf, np.nan
+
+
+def complex_array(real, imag):
+    z = np.empty(real.shape, np.result_type(real.dtype, np.complex64))
+    z.real, z.imag = real, imag
+    return z
+
+
+def wide(x):  # magnitudes (for the contract's scale), in the widest float enabled
+    return jnp.abs(x).astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+
+
+def f(x1):
+    v1 = lax.reduce_window(x1, jnp.array(0, x1.dtype), lax.add, (2, 1, 2, 2), (1, 3, 1, 3), 'VALID', (1, 1, 1, 1), (2, 1, 1, 1))
+    return (v1,)
+
+
+def f_scale(x1):
+    v1 = lax.reduce_window(x1, jnp.array(0, x1.dtype), lax.add, (2, 1, 2, 2), (1, 3, 1, 3), 'VALID', (1, 1, 1, 1), (2, 1, 1, 1))
+    m_v1 = 8 * lax.reduce_window(wide(x1), 0.0, lax.add, (2, 1, 2, 2), (1, 3, 1, 3), 'VALID', (1, 1, 1, 1), (2, 1, 1, 1))
+    return (m_v1,)
+
+
+args = [
+    np.zeros((1, 0, 1, 1), np.float32),  # x1
+]
+converted = jax2tf_native.convert(f, enable_xla=False)
+got = [t.numpy() for t in converted(*[tf.constant(a) for a in args])]
+want = jax.jit(f)(*args)
+scales = jax.jit(f_scale)(*args)
+families = [('reassociation',)]
+for w, g, s, fam in zip(want, got, scales, families):
+    w, g = np.asarray(w), np.asarray(g)
+    print('jax.jit:', w)
+    print('converted:', g)
+    print(exactness.compare(g, w, exactness.tolerance(*fam), None if s is None else np.asarray(s)).detail or 'equal under the contract')

@@ -1,0 +1,52 @@
+"""lax_fuzz reproducer (while_loop over a symbolic or empty dimension breaks TF's shape invariants).
+
+convert(f, enable_xla=False) vs jax.jit, value check, error: ValueError: Input tensor `Fill_1:0` enters the loop with shape (1, None), but has shape (None, None) after one iteration. To allow the shape to vary across iterations, use the `shape_invariants` argument of tf.while_loop to specify a less-specific shape.
+Run: python {this file} (prints both results and the contract's verdict).
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax import lax
+
+import jax2tf_native
+from tf_ops import exactness
+
+inf, nan = np.inf, np.nan
+
+
+def complex_array(real, imag):
+    z = np.empty(real.shape, np.result_type(real.dtype, np.complex64))
+    z.real, z.imag = real, imag
+    return z
+
+
+def wide(x):  # magnitudes (for the contract's scale), in the widest float enabled
+    return jnp.abs(x).astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+
+
+def f(x4):
+    v2 = lax.scan(lambda c, xi: (lax.add(c, xi), c), jnp.zeros_like(x4[0]), x4, reverse=False)[1]
+    return (v2,)
+
+
+def f_scale(x4):
+    v2 = lax.scan(lambda c, xi: (lax.add(c, xi), c), jnp.zeros_like(x4[0]), x4, reverse=False)[1]
+    return (None,)
+
+
+args = [
+    np.array([[1]], np.int8),  # x4
+]
+converted = jax2tf_native.convert(f, enable_xla=False, polymorphic_shapes=['(1, a)'])
+signature = [tf.TensorSpec([None if not d.strip().isdigit() else int(d) for d in s.strip('()').split(',') if d.strip()] if s else a.shape, tf.as_dtype(a.dtype)) for s, a in zip(['(1, a)'], args)]
+call = tf.function(converted, input_signature=signature, autograph=False)
+got = [t.numpy() for t in call(*[tf.constant(a) for a in args])]
+want = jax.jit(f)(*args)
+scales = jax.jit(f_scale)(*args)
+families = [()]
+for w, g, s, fam in zip(want, got, scales, families):
+    w, g = np.asarray(w), np.asarray(g)
+    print('jax.jit:', w)
+    print('converted:', g)
+    print(exactness.compare(g, w, exactness.tolerance(*fam), None if s is None else np.asarray(s)).detail or 'equal under the contract')
