@@ -203,7 +203,7 @@ def markdown(result: dict) -> str:
                           "counted only, not run: without the op check it may write what "
                           "TF.js cannot run (a `_FusedMatMul` with `GeluExact`: \"Activation "
                           "geluexact has not been implemented for the CPU backend\")."]
-    lines += ["", "## README row", "", readme_row(result)]
+    lines += ["", "## README row", "", "```text", readme_row(result), "```"]
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""Issue 35, class 10: how close a bfloat16 Flax ResNet lowered to plain TF ops
+"""How close a bfloat16 Flax ResNet lowered to plain TF ops
 (`enable_xla=False`) comes to `jax.jit` on CPU, forward and gradients.
 
 For each configuration and seed (tests/saved_model_tools/flax_resnet.py: the Flax imagenet

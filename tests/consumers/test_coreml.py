@@ -42,8 +42,6 @@ EXTRA_OP_TYPES = {
 # Framework models coremltools 9 does not convert yet, and why (a Keras model doing the same
 # converts: conv, batch norm, pooling, attention are all ops Core ML converts).
 NOT_YET = {
-    "flax_nnx_cnn": "avg_pool 2x2/2 is lowered through a rank-6 view: Core ML only supports "
-                    "tensors with rank <= 5",
     "equinox_cnn": "a BroadcastTo whose shape is computed from the batch (Shape/Pack): "
                    "coremltools' BroadcastTo needs a constant shape ('dynamic shape not yet "
                    "supported')",
