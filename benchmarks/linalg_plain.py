@@ -1,4 +1,4 @@
-"""Linear algebra as plain TF ops (`enable_xla=False`) vs one `XlaCallModule` op (issue 36).
+"""Linear algebra as plain TF ops (`enable_xla=False`) vs one `XlaCallModule` op.
 
 The workload is a Gaussian-process posterior on a batch of small problems: for inputs
 `x[b, n, d]`, `y[b, n]` it builds the SPD kernel matrix `K = exp(-|xi - xj|^2 / 2) + 0.1 I`,
@@ -15,7 +15,7 @@ blocks of calls per round (`calibrate`), one untimed call before each block:
 - `plain tf.function`: `tf.function(convert(f, enable_xla=False))`, ordinary TF ops.
 
 Also reported per workload: the plain graph's node count and its linear-algebra op types.
-The target (issue 36): plain within 1.5x of the `XlaCallModule` graph.
+The target: plain within 1.5x of the `XlaCallModule` graph.
 
 Run: `nice -n 10 python -m benchmarks.linalg_plain [--rounds N] [--write]` (writes
 `benchmarks/results/linalg_plain.md` / `.json`).
@@ -130,7 +130,7 @@ def _ratio_cell(a: dict, b: dict) -> str:
 
 def markdown(results: list[dict], command: str, load: dict) -> str:
     lines = [
-        "# Linear algebra as plain TF ops vs XlaCallModule (issue 36)", "",
+        "# Linear algebra as plain TF ops vs XlaCallModule", "",
         f"`{command}`. {harness.machine_sentence(load)} Medians in ms per call, (p10–p90) over "
         "the rounds; ratios of medians, and the median (p10–p90) of the per-round ratios "
         "(candidates timed interleaved, the order changing every round). Workload: a GP "

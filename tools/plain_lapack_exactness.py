@@ -1,4 +1,4 @@
-"""How close TF's linear-algebra kernels in plain graphs come to JAX's LAPACK results (issue 36).
+"""How close TF's linear-algebra kernels in plain graphs come to JAX's LAPACK results.
 
 `convert(f, enable_xla=False)` runs cholesky, triangular solves, eigh and svd on TF's kernels
 (`tf_ops/plain/lapack_kernels.py`). Per decomposition, dtype and matrix size (a batch of 8
@@ -94,7 +94,7 @@ def failure_agreement(rng, n=32, count=200) -> dict:
 
 def markdown(rows, agreement) -> str:
     names = list(rows[0][2])
-    lines = ["# Plain graphs' linear algebra on TF's kernels vs JAX's LAPACK (issue 36)", "",
+    lines = ["# Plain graphs' linear algebra on TF's kernels vs JAX's LAPACK", "",
              "`python tools/plain_lapack_exactness.py`: largest |plain - jax.jit| over a batch "
              f"of {BATCH} random matrices, relative to the largest |jax.jit| entry (SPD "
              "`X X^H / n + 0.1 I`; svd of its first n/2+1 columns). Eigenvectors and singular "
