@@ -180,6 +180,19 @@ def _single_axis_reduce(m: _Match, reduce: Op | None, body_op: str, init, dims, 
     return reduce.operands[0], axis
 
 
+def _shifted_by_max(m: _Match, value, rank: int):
+    """(x, axis) when `value` is x - max(x) along one axis (broadcast back), as JAX writes the
+    stable softmax and log_softmax; else None."""
+    shifted = m.producer(value, "stablehlo.subtract")
+    if shifted is None:
+        return None
+    x, max_value = shifted.operands
+    found = _max_reduction(m, max_value, rank)
+    if found is None or found[0] != x:
+        return None
+    return x, found[1]
+
+
 def _softmax(g, i):
     op = g.region.ops[i]
     if op.name != "stablehlo.divide" or not _float_result(op, _MEASURED):
@@ -189,14 +202,10 @@ def _softmax(g, i):
     rank = op.result_types[0].rank
     numerator, denominator = op.operands
     exp = m.producer(numerator, "stablehlo.exponential")
-    shifted = m.producer(exp.operands[0], "stablehlo.subtract") if exp else None
-    if shifted is None:
+    found = _shifted_by_max(m, exp.operands[0], rank) if exp else None
+    if found is None:
         return None
-    x, max_value = shifted.operands
-    found = _max_reduction(m, max_value, rank)
-    if found is None or found[0] != x:
-        return None
-    axis = found[1]
+    x, axis = found
     total, dims = m.unbroadcast(denominator)
     reduce = m.producer(total, "stablehlo.reduce")
     summed = _single_axis_reduce(m, reduce, "stablehlo.add", 0.0, dims, rank)
@@ -214,14 +223,10 @@ def _log_softmax(g, i):
     m.ops.add(i)
     rank = op.result_types[0].rank
     shifted_value, log_value = op.operands
-    shifted = m.producer(shifted_value, "stablehlo.subtract")
-    if shifted is None:
+    found = _shifted_by_max(m, shifted_value, rank)
+    if found is None:
         return None
-    x, max_value = shifted.operands
-    found = _max_reduction(m, max_value, rank)
-    if found is None or found[0] != x:
-        return None
-    axis = found[1]
+    x, axis = found
     log_source, outer_dims = m.unbroadcast(log_value)
     log = m.producer(log_source, "stablehlo.log")
     if log is None:
