@@ -2,7 +2,8 @@
 
 Public API, each name imported on first use by `__getattr__` below: `import jax2tf_native`
 imports neither JAX nor TensorFlow, so it loads no framework either (TF's import brings Keras,
-which must come after the user chose its backend; tests/frameworks/test_optional_imports.py),
+which must come after the user chose its backend;
+tests/jax2tf_native/frameworks/test_optional_imports.py),
 and a submodule such as `jax2tf_native.example_model` imports only what it needs:
   convert              -- drop-in for jax.experimental.jax2tf.convert.
   input_signature      -- tf.TensorSpec pytree for tf.function, None where symbolic.

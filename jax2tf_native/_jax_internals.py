@@ -1,6 +1,7 @@
 """The JAX internals jax2tf-native cannot avoid, each with why. Nothing else imports `jax._src`.
 
-Every name here is pinned by tests/test_jax_internals.py, which fails loudly when a JAX upgrade
+Every name here is pinned by tests/jax2tf_native/test_jax_internals.py, which fails loudly when a
+JAX upgrade
 moves or changes it.
 """
 import contextlib

@@ -190,7 +190,7 @@ def _shareable(value) -> bool:
 
     TF then shares the array's memory instead of copying it (np.asarray(value) first would
     give a read-only view that TF copies), and copies on the Variable's first write, so the
-    JAX array never changes (pinned by tests/test_tf_variables.py)."""
+    JAX array never changes (pinned by tests/jax2tf_native/test_tf_variables.py)."""
     if not isinstance(value, jax.Array) or value.is_deleted():
         return False
     devices = value.devices()

@@ -75,7 +75,8 @@ _LAPACK_NOTE = (
     "replace each call by a private StableHLO function with the same results "
     "(jax2tf_native.lapack_rewrite, on by default, rewrite_lapack=False turns it off), so the "
     "call itself never reaches TF; verified on CPU against JAX's own back-compat artifacts "
-    "(tests/linalg_isolated/lapack_rewrite_checks.py: all 44 CPU entries of that data, which "
+    "(tests/jax2tf_native/linalg_isolated/lapack_rewrite_checks.py: all 44 CPU entries of "
+    "that data, which "
     "cover potrf, getrf, geqrf, orgqr/ungqr, syevd/heevd, gesdd, trsm, gtsv, geev, gees, gehrd "
     "and sytrd/hetrd). A call still here was not rewritten: it is a "
     "jaxlib FFI handler that TF's XLA does not have (TF fails with 'No FFI handler registered "
@@ -224,7 +225,7 @@ _KERNEL_LANGUAGES = (
         ALL_PLATFORMS,
         "Calls the TF function passed in XlaCallModule's function_list, which convert builds "
         "from the functions collected while exporting (a serialized module cannot carry them "
-        "and is refused). Verified on CPU (tests/test_call_tf.py)."),
+        "and is refused). Verified on CPU (tests/jax2tf_native/test_call_tf.py)."),
 )
 
 ALLOWLIST: tuple[AllowedTarget, ...] = (

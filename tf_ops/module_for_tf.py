@@ -195,7 +195,7 @@ def reserialize(mlir_module_serialized: bytes, target: str, *,
         # Verified once, above: the checks only read the module, and replacing a verified
         # composite (whose verifier checked its decomposition's type) by a call of that
         # decomposition keeps it valid; so does a target's feature rewrite (its ops keep their
-        # result types; tests/test_target_tf_rewrites.py verifies what it writes).
+        # result types; tests/jax2tf_native/test_target_tf_rewrites.py verifies what it writes).
         if target_tf is not None:
             from tf_ops import tf_targets  # imports TF; the sandbox child passes no target
             tf_targets.adapt_module(module, tf_targets.resolve(target_tf), _op_summaries)

@@ -23,8 +23,9 @@ counts and both lists, go to tools/results/peer_suite.md and .json.
 A side's outcomes are also kept in --work (default /tmp/peer_suite): `--reuse` takes a side
 from there instead of running it again (e.g. re-run only ours after a fix). The run is long
 (tens of minutes per side on 2 cores), which is why it is a tool and not a CI test; the
-behaviours it found are pinned by cheap tests in our own suite (tests/test_peer_exceptions.py,
-tests/test_jax_internals.py).
+behaviours it found are pinned by cheap tests in our own suite
+(tests/jax2tf_native/test_peer_exceptions.py,
+tests/jax2tf_native/test_jax_internals.py).
 """
 from __future__ import annotations
 
@@ -90,25 +91,27 @@ DELIBERATE: dict[tuple[str, str], tuple[str, str]] = {
         "Gradients), each preceded by our platform guard, a tiny module asking which platform "
         "runs the graph, so that the call fails with our message and fix (in a graph from a "
         "TF assert op, an InvalidArgumentError, where the peer's op raises NotFoundError; "
-        "tests/test_peer_exceptions.py::"
+        "tests/jax2tf_native/test_peer_exceptions.py::"
         "test_tape_gradient_of_a_module_for_other_platforms_deliberately_has_guard_modules)"),
     ("jax2tf", r"shape_poly_test\.py::ShapePolyTest::test_(simple_binary|with_custom_vjp)$"): (
         "Static output shapes",
         "it asserts the None output dimensions of jax2tf's XlaCallModule op in a tf.function "
         "traced at inputs more specific than polymorphic_shapes; ours gives the outputs the "
-        "static sizes the module computes for them ((2, 3) for (2, None); tests/"
+        "static sizes the module computes for them ((2, 3) for (2, None); tests/jax2tf_native/"
         "test_peer_exceptions.py::"
         "test_graph_outputs_deliberately_get_the_static_sizes_of_static_inputs)"),
     ("jax2tf", r"call_tf_test\.py::RoundTripToTfTest::"
                r"test_shape_poly_error_no_output_shape_dtype_with_jit=(True|False)$"): (
         "call_tf inside converted functions",
         "it expects the peer's refusal of a call_tf whose result has a dynamic shape; ours "
-        "runs it (the function is split at the call, tests/test_call_tf_polymorphic.py)"),
+        "runs it (the function is split at the call, "
+        "tests/jax2tf_native/test_call_tf_polymorphic.py)"),
 }
 
 
 # Tests whose outcomes on both sides the results keep by name: the ones ours failed and the
-# peer passed before they were fixed (tests/test_peer_exceptions.py pins each behaviour).
+# peer passed before they were fixed (tests/jax2tf_native/test_peer_exceptions.py pins each
+# behaviour).
 WATCHED: dict[str, tuple[str, ...]] = {
     "jax2tf": (
         r"shape_poly_test\.py::.*::test_arg_avals_errors",

@@ -32,7 +32,7 @@ rather than installed with ``jax.interpreters.mlir.register_lowering``:
   shared state is the rule table, built once under a lock so its identity
   (part of the cache key) is stable and repeated exports hit JAX's cache.
 - Its cost: it is an underscore keyword ("advanced, subject to change";
-  pinned by tests/test_linalg_portable.py, which fails if it stops working),
+  pinned by tests/jax2tf_native/test_linalg_portable.py, which fails if it stops working),
   and an override applies to every platform of a multi-platform export. The
   rules below emit platform-neutral StableHLO, so that is what we want anyway
   (measured runnable in TF on CPU; GPU/TPU could not be run here).
@@ -53,7 +53,7 @@ element for element, the rules follow LAPACK's algorithm step for step:
 ``tridiagonal_solve`` is ``gtsv`` (pivoting), ``tridiagonal`` is ``sytd2``/
 ``hetd2``, column-pivoted QR is ``geqp3``/``laqp2``; ``cholesky`` keeps the
 input's upper triangle and ``eigh`` always sorts, as LAPACK does (tested per
-primitive in tests/linalg_isolated/primitive_checks.py). ``eig`` is a
+primitive in tests/jax2tf_native/linalg_isolated/primitive_checks.py). ``eig`` is a
 Hessenberg reduction (``gehrd``'s layout) plus the shifted QR iteration of
 ``schur`` and eigenvectors from the Schur form (``hessenberg``, ``schur``,
 ``eig``; registered by ``nonsymmetric_rules``; a symbolic n works too).

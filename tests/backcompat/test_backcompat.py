@@ -1,4 +1,5 @@
-"""Every frozen artifact in tests/backcompat/data still runs, in JAX and in TF through our call path.
+"""Every frozen artifact in tests/backcompat/data still runs, in JAX and in TF through our call
+path.
 
 For each artifact:
   (a) JAX: `jax.export.deserialize(bytes).call(*inputs)` matches the frozen outputs;
@@ -39,7 +40,7 @@ NO_ARTIFACT_POSSIBLE = {
     "SPMDShardToFullShape": "needs a multi-device mesh; our call path runs single-device modules",
     "tf.call_tf_function": "written by jax2tf.call_tf(call_tf_graph=True); it calls a TF "
                            "function that lives in the process, not in a serialized artifact "
-                           "(run through convert: tests/test_call_tf.py)",
+                           "(run through convert: tests/jax2tf_native/test_call_tf.py)",
 }
 
 

@@ -1,5 +1,6 @@
 """The models the consumer tests hand to other converters: the four benchmark models
-(benchmarks/handwritten_pairs.py), the framework models of tests/frameworks, and single ops
+(benchmarks/handwritten_pairs.py), the framework models of tests/jax2tf_native/frameworks, and
+single ops
 (max with a constant, relu, max pooling), each converted with `enable_xla=False` (plain TF ops)
 and served the way users save them: a `None` batch in the input signature.
 
@@ -78,7 +79,7 @@ def _framework_model(name, make, inputs, polymorphic_shapes, constraints=(),
 def _nnx_cnn():
     from flax import nnx
 
-    from tests.frameworks.test_flax_nnx import CNN
+    from tests.jax2tf_native.frameworks.test_flax_nnx import CNN
     model = CNN(nnx.Rngs(0))
     model.bn.mean[...] = model.bn.mean[...] + 0.3
     model.bn.var[...] = model.bn.var[...] * 2.0
@@ -89,17 +90,17 @@ def _nnx_cnn():
 def _nnx_list_mlp():
     from flax import nnx
 
-    from tests.frameworks.test_flax_nnx_list import ListMLP
+    from tests.jax2tf_native.frameworks.test_flax_nnx_list import ListMLP
     return ListMLP(nnx.Rngs(0)), {}
 
 
 def _equinox_cnn():
-    from tests.frameworks.test_equinox import CNN
+    from tests.jax2tf_native.frameworks.test_equinox import CNN
     return CNN(jax.random.key(0)), {}
 
 
 def _linen_transformer():
-    from tests.frameworks import test_flax_linen
+    from tests.jax2tf_native.frameworks import test_flax_linen
     module = test_flax_linen.CausalTransformer()
     variables = module.init(jax.random.key(0), _token_inputs(1, 0)[0])
     variables = {"params": variables["params"],
@@ -108,7 +109,7 @@ def _linen_transformer():
 
 
 def _token_inputs(b, seed, t=5):
-    from tests.frameworks.test_flax_linen import _inputs
+    from tests.jax2tf_native.frameworks.test_flax_linen import _inputs
     return [_inputs(b, t, seed)]
 
 

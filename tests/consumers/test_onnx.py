@@ -1,6 +1,6 @@
 """tf2onnx -> onnxruntime on our plain graphs, with tf2onnx's defaults: `from_function` with its
 default opset, onnxruntime's CPU provider. Every model of models.py (single ops, the four
-benchmark models, the Flax / Equinox models of tests/frameworks), `None` batch, equals
+benchmark models, the Flax / Equinox models of tests/jax2tf_native/frameworks), `None` batch, equals
 `jax.jit` at two batch sizes.
 
 Tolerance: rtol 1e-4, atol 1e-5 * max(1, max |JAX output|): onnxruntime's MatMul, Conv and

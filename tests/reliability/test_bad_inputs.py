@@ -5,7 +5,8 @@ message names what was wrong; never a raw MLIR/StableHLO dump or a traceback. Ev
 checks that nothing was created, changed or left behind in its working directory (the writes
 are atomic: a failed save leaves no model, no temporary directory, no new parent folders).
 
-Cases that tests/test_errors.py and tests/saved_model_tools/test_writer.py already cover are
+Cases that tests/jax2tf_native/test_errors.py and tests/saved_model_tools/test_writer.py already
+cover are
 not repeated here; this table adds the other variants.
 
 The unwritable-output case needs a directory the process cannot write. When tests run as

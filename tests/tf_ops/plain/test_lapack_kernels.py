@@ -225,7 +225,7 @@ def test_jax_back_compat_artifacts_keep_their_lapack_calls_on_the_kernels(file, 
     JAX) through `call_exported(enable_xla=False)`: the LAPACK rewrite keeps the calls TF has
     kernels for, and the results pass JAX's back-compat checks (its tolerances; properties
     where the result is defined up to signs)."""
-    from tests.linalg_isolated import lapack_rewrite_checks as back_compat
+    from tests.jax2tf_native.linalg_isolated import lapack_rewrite_checks as back_compat
     with jax.enable_x64(True):  # float64 entries keep 64 bits
         for dtype in ("f32", "f64", "c64", "c128"):
             entry = back_compat._entry(file, dtype)

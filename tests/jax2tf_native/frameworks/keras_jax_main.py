@@ -1,5 +1,5 @@
-"""Run as `KERAS_BACKEND=jax python -m tests.frameworks.keras_jax_main TMP_DIR`: a Keras 3 model
-built from keras.layers on the JAX backend through every front door (Keras picks its backend
+"""Run as `KERAS_BACKEND=jax python -m tests.jax2tf_native.frameworks.keras_jax_main TMP_DIR`:
+a Keras 3 model built from keras.layers on the JAX backend through every front door (Keras picks its backend
 once per process, and the test process runs Keras on TensorFlow)."""
 import os
 import sys
@@ -10,7 +10,7 @@ assert os.environ.get("KERAS_BACKEND") == "jax", "run with KERAS_BACKEND=jax"
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tests.frameworks.end_to_end import check_model  # noqa: E402
+from tests.jax2tf_native.frameworks.end_to_end import check_model  # noqa: E402
 
 
 def build():

@@ -1,7 +1,8 @@
 """The peer's own suites (tools/peer_suite.py) run outside CI, for tens of minutes per side;
 this checks what they left behind: the committed results say that every test the peer passes,
 ours passes too, except the deliberate differences, each explained by a docs/compat.md section
-that exists. (The behaviours the run found are pinned in tests/test_peer_exceptions.py.)"""
+that exists. (The behaviours the run found are pinned in
+tests/jax2tf_native/test_peer_exceptions.py.)"""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from tools import peer_suite
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = json.loads((ROOT / "tools" / "results" / "peer_suite.json").read_text())
 
 

@@ -1,4 +1,5 @@
-"""Run in a subprocess with KERAS_BACKEND=jax (tests/test_library_callers.py): Keras 3's
+"""Run in a subprocess with KERAS_BACKEND=jax (tests/jax2tf_native/test_library_callers.py): Keras
+3's
 SavedModel export (`model.export(..., format="tf_saved_model")`, `keras.export.ExportArchive`)
 and orbax-export's `JaxModule`/`ExportManager`, each once with jax2tf's `convert` (the peer) and
 once with ours in its place, as those libraries call `jax.experimental.jax2tf.convert`. Prints

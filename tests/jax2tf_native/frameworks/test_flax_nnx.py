@@ -5,7 +5,7 @@ import pytest
 nnx = pytest.importorskip("flax.nnx", reason="flax is not installed (pip install "
                                               "'.[frameworks]')")
 
-from tests.frameworks.end_to_end import check_model  # noqa: E402
+from tests.jax2tf_native.frameworks.end_to_end import check_model  # noqa: E402
 
 
 class CNN(nnx.Module):

@@ -128,7 +128,7 @@ def test_named_sharding_to_hlo_matches_the_export_record():
     spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "x"))
     hlo = _jax_internals.named_sharding_to_hlo(spec, 2)
     # On a 1-device mesh every spec is replicated; the multi-device forms are compared with
-    # JAX's lowering in tests/test_sharded.py.
+    # JAX's lowering in tests/jax2tf_native/test_sharded.py.
     assert str(hlo) == "{replicated}" and hlo.is_replicated()
 
 

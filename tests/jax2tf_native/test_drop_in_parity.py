@@ -146,7 +146,8 @@ def test_zero_size_non_portable_linalg_runs(name, shape):
 
 
 def test_non_empty_eigvals_runs_portably():
-    # Portable since issue 19 (tests/linalg_isolated/nonsymmetric_checks.py has the full coverage).
+    # Portable since issue 19 (tests/jax2tf_native/linalg_isolated/nonsymmetric_checks.py has the
+    # full coverage).
     a = np.array([[0.0, 1.0], [-2.0, 0.5]], np.float32)
     got = np.sort_complex(jax2tf_native.convert(jnp.linalg.eigvals)(a).numpy())
     np.testing.assert_allclose(got, np.sort_complex(np.asarray(jnp.linalg.eigvals(a))),
@@ -224,7 +225,8 @@ def test_poly_shape_specs_as_in_jax2tf():
             np.testing.assert_allclose(f_tf(a, a).numpy(), f(a, a), rtol=1e-6)
 
 
-# enable_xla=False is not ignored: it lowers to plain TF ops (tests/test_plain_convert.py).
+# enable_xla=False is not ignored: it lowers to plain TF ops
+# (tests/jax2tf_native/test_plain_convert.py).
 @pytest.mark.parametrize("name", ["native_serialization"])
 def test_deprecated_serialization_flags_are_ignored_with_a_warning_as_jax2tf(name):
     with pytest.warns(DeprecationWarning, match=f"{name}=False is ignored.*Fix: drop"):

@@ -1,4 +1,5 @@
-"""Run in a subprocess with KERAS_BACKEND=tensorflow (tests/test_library_callers.py): Keras 3's
+"""Run in a subprocess with KERAS_BACKEND=tensorflow (tests/jax2tf_native/test_library_callers.py):
+Keras 3's
 `keras.layers.JaxLayer` and `FlaxLayer`, which call `jax.experimental.jax2tf.convert` on the
 TF backend, once with the peer's `convert` and once with ours in its place. Prints one JSON
 line: per case, the peer's and our results and JAX's own."""

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_keras_jax_model_end_to_end(tmp_path):
     pytest.importorskip("keras", reason="keras (installed with tensorflow) is missing")
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=str(PROJECT_ROOT))
-    proc = subprocess.run([sys.executable, "-m", "tests.frameworks.keras_jax_main",
+    proc = subprocess.run([sys.executable, "-m", "tests.jax2tf_native.frameworks.keras_jax_main",
                            str(tmp_path)], cwd=PROJECT_ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]

@@ -19,8 +19,8 @@ import pytest
 
 from tests import isolated_process
 
-_SCRIPTS = {"jax": "tests.library_callers.keras_jax_export",
-            "tensorflow": "tests.library_callers.keras_tf_layers"}
+_SCRIPTS = {"jax": "tests.jax2tf_native.library_callers.keras_jax_export",
+            "tensorflow": "tests.jax2tf_native.library_callers.keras_tf_layers"}
 _TIMEOUT_S = 3600   # from the child's start at the end of collection: a bound for a hang
 # Where our result differs from the peer's on purpose (docs/compat.md, "Libraries that call
 # convert"): case -> the peer's result.

@@ -1,4 +1,5 @@
-"""Checks of sharded (multi-device) conversions, run by tests/test_sharded.py in a subprocess.
+"""Checks of sharded (multi-device) conversions, run by tests/jax2tf_native/test_sharded.py in a
+subprocess.
 
 The subprocess has 2 CPU devices for JAX (XLA_FLAGS set before JAX is imported), which the main
 pytest process must not have. Each check asserts against JAX's own outputs and lowering; the

@@ -24,7 +24,7 @@ import jax2tf_native
 from jax2tf_native.errors import TargetTfError
 from tf_ops import gather_batching, tf_targets
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import tf_version_matrix  # noqa: E402
 

@@ -268,7 +268,7 @@ def test_every_error_class_of_ours_is_an_instance_of_the_peers():
 
 def test_compat_doc_lists_every_user_facing_error_class():
     import pathlib
-    text = (pathlib.Path(__file__).parents[1] / "docs" / "compat.md").read_text()
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "compat.md").read_text()
     for name, (base, phrase) in PEER_BASES.items():
         row = next((l for l in text.splitlines() if l.startswith(f"| `{name.split('.')[-1]}`")),
                    None)
@@ -283,7 +283,8 @@ def test_compat_doc_lists_every_user_facing_error_class():
 def test_python_keywords_are_dimension_names_as_in_the_peer():
     """Keras names unknown dimensions batch, a ... z, aa, ab, ...: the 45th is `as`, later
     ones `if` and `in`. Keras's own export of 45 inputs of (None, None, 3) runs in
-    tests/test_library_callers.py (JAX's export alone takes ~10 s to solve its 46 variables)."""
+    tests/jax2tf_native/test_library_callers.py (JAX's export alone takes ~10 s to solve its 46
+    variables)."""
     f = lambda x: jnp.sum(x, axis=0) * 2
     spec = ["(as, if, in)"]
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)

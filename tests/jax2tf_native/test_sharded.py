@@ -1,7 +1,7 @@
 """Sharded (multi-device) conversions, checked in one subprocess with 2 CPU devices for JAX.
 
 The main pytest process keeps its single device (other tests assume it), so the checks live in
-tests/multi_device/sharded_checks.py, run once per session with
+tests/jax2tf_native/multi_device/sharded_checks.py, run once per session with
 XLA_FLAGS=--xla_force_host_platform_device_count=2 and Shardy on and off; each test here asserts
 that its check passed, and shows the check's traceback when not.
 """
@@ -20,7 +20,7 @@ def background_jobs(items, directory) -> dict[str, isolated_process.Job]:
     it writes results.json and its SavedModels into `directory`."""
     return {"sharded": isolated_process.Job(
         [str(_CHECKS), str(directory / "results.json"), str(directory)], timeout=3600,
-        what="tests/multi_device/sharded_checks.py",
+        what="tests/jax2tf_native/multi_device/sharded_checks.py",
         env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})}
 
 

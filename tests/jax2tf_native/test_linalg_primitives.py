@@ -1,4 +1,5 @@
-"""The linear-algebra checks in tests/linalg_isolated/, each file run in a process of its own.
+"""The linear-algebra checks in tests/jax2tf_native/linalg_isolated/, each file run in a process of
+its own.
 
 Why a subprocess: run in one process with the rest of the suite, TF 2.21 crashed (SIGSEGV
 inside the XlaCallModule kernel) after ~700 tests, first at the complex64 column-pivoted QR

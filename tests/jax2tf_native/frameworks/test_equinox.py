@@ -6,7 +6,7 @@ import pytest
 eqx = pytest.importorskip("equinox", reason="equinox is not installed (pip install "
                                             "'.[frameworks]')")
 
-from tests.frameworks.end_to_end import check_model  # noqa: E402
+from tests.jax2tf_native.frameworks.end_to_end import check_model  # noqa: E402
 
 
 class CNN(eqx.Module):

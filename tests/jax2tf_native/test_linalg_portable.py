@@ -240,9 +240,11 @@ def test_gradient_exports_portably_and_matches_jax(name, rng):
     _compare(got, want, 1e-4)
 
 
-# eig, schur and hessenberg: tests/linalg_isolated/nonsymmetric_checks.py; the rest:
-# tests/linalg_isolated/primitive_checks.py; symbolic sizes (also two unrelated ones, "m, n"):
-# tests/linalg_isolated/symbolic_checks.py. Every primitive and option has a portable form.
+# eig, schur and hessenberg: tests/jax2tf_native/linalg_isolated/nonsymmetric_checks.py; the rest:
+# tests/jax2tf_native/linalg_isolated/primitive_checks.py; symbolic sizes (also two unrelated ones,
+# "m, n"):
+# tests/jax2tf_native/linalg_isolated/symbolic_checks.py. Every primitive and option has a portable
+# form.
 
 
 def test_export_scope_rejects_unknown_platform():

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import jax2tf_native
 from tests.conftest import assert_tree_allclose
-from tests.test_gradients import _exported_names, _params, mlp
+from tests.jax2tf_native.test_gradients import _exported_names, _params, mlp
 
 
 def _loss(params, x):

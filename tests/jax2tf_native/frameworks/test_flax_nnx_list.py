@@ -9,7 +9,7 @@ nnx = pytest.importorskip("flax.nnx", reason="flax is not installed (pip install
 
 import tensorflow as tf  # noqa: E402
 
-from tests.frameworks.end_to_end import check_model  # noqa: E402
+from tests.jax2tf_native.frameworks.end_to_end import check_model  # noqa: E402
 
 
 class ListMLP(nnx.Module):

@@ -8,7 +8,7 @@ import pytest
 nn = pytest.importorskip("flax.linen", reason="flax is not installed (pip install "
                                                "'.[frameworks]')")
 
-from tests.frameworks.end_to_end import check_model  # noqa: E402
+from tests.jax2tf_native.frameworks.end_to_end import check_model  # noqa: E402
 
 MAX_LEN, VOCAB, WIDTH = 16, 11, 8
 

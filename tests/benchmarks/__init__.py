@@ -1,0 +1,1 @@
+"""Tests of benchmarks/ (smoke runs and the result pages they write)."""
