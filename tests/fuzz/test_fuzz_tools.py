@@ -112,3 +112,40 @@ def test_known_classes_are_per_path():
     assert known.classify(nan, ["exp"]) is None
     assert known.classify(nan, ["scan_max"]).startswith("TF's XLA")
     assert known.new_class(nan, ["exp", "max", "exp"]) == "xla value nan float32: exp+max"
+
+
+def test_xla_simplifications_the_long_run_found_are_known_and_real():
+    """The two classes the long run found after the lean graphs merged: both are XLA's
+    algebraic simplifier (1 / (1 / y) -> y; 0 + x -> x once a one-step scan is unrolled),
+    which TF's kernels do not do. Run here both ways, so the class names stay true."""
+    import jax.numpy as jnp
+    import tensorflow as tf
+    from jax import lax
+
+    import jax2tf_native
+    from tools.lax_fuzz import known
+
+    def twice_reciprocal(x):
+        return lax.div(jnp.ones_like(x), lax.div(jnp.ones_like(x), x))
+
+    x = np.array([22.969631], np.float32)
+    want = np.asarray(jax.jit(twice_reciprocal)(x))
+    got = jax2tf_native.convert(twice_reciprocal, enable_xla=False)(tf.constant(x)).numpy()
+    assert want[0] == x[0]  # XLA returned y itself
+    assert got[0] == np.float32(1) / (np.float32(1) / x[0]) != want[0]  # two roundings
+    assert known.classify(Mismatch("plain", "value", 0, "value", "float32", (),
+                                   "worst at (0,): got 22.9696, expected 22.9696 (1 ulps)",
+                                   repr(float(got[0])), repr(float(want[0]))),
+                          ["reciprocal"]).startswith("XLA simplifies 1 / (1 / y)")
+
+    def scan_sum(x):
+        return lax.scan(lambda c, xi: (c + xi, c), jnp.zeros_like(x[0]), x)[0]
+
+    with jax.enable_x64(True):
+        x = np.array([[-5e-324]], np.float64)
+        want = np.asarray(jax.jit(scan_sum)(x))
+        got = jax2tf_native.convert(scan_sum, enable_xla=False)(tf.constant(x)).numpy()
+    assert want[0] == -5e-324 and got[0] == 0 and not np.signbit(got[0])
+    subnormal = Mismatch("plain", "value", 0, "value", "float64", (), "", "0.0", "-5e-324")
+    assert known.classify(subnormal, ["scan"]).startswith("x + 0 for a negative subnormal")
+    assert known.classify(subnormal, ["cumsum"]) is None

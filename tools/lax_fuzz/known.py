@@ -147,12 +147,18 @@ FOUND: list[KnownClass] = [
                "(TF's kernels treat it as 0, atan2(1e-45, 0) = pi/4)",
                lambda m, ops: m.kind == "value" and "nextafter" in ops
                and bool(m.families)),
-    KnownClass("x + iota over a size-1 dimension (all zeros) for a negative subnormal x: "
-               "XLA's x + 0 -> x keeps its sign, TF's add (denormals-are-zero) gives +0",
-               lambda m, ops: "iota_add" in ops and m.kind in ("value", "signed_zero")
-               and _subnormal_involved(m)),
+    # The zero is one XLA's simplifier can see: an iota over a size-1 dimension, or a scan's
+    # zero initial carry once XLA unrolls a one-step loop (a float64 scan of [-5e-324]).
+    KnownClass("x + 0 for a negative subnormal x, the 0 an iota over a size-1 dimension or a "
+               "scan's initial carry: XLA's x + 0 -> x keeps its sign, TF's add "
+               "(denormals-are-zero) gives +0",
+               lambda m, ops: bool(ops & {"iota_add", "scan"})
+               and m.kind in ("value", "signed_zero") and _subnormal_involved(m)),
+    # Either form of the inner 1 / y: a single 1 / y is exact since the lowering divides -1 by
+    # y (so two reciprocals alone, 1 / (1 / y), are this class too).
     KnownClass("XLA simplifies 1 / (1 / y) to y; TF rounds both divisions (1 ulp)",
-               lambda m, ops: {"integer_pow_neg2", "reciprocal"} <= ops
+               lambda m, ops: "reciprocal" in ops
+               and ("integer_pow_neg2" in ops or ops == {"reciprocal"})
                and m.kind == "value" and _within_ulps(m, 2)),
     KnownClass("float16 x * y - z: XLA keeps the product in float32 where it overflows "
                "float16, TF rounds it to inf",
