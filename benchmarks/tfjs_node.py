@@ -18,7 +18,7 @@ import tensorflow as tf
 import jax2tf_native
 import saved_model_tools
 from jax2tf_native import example_model
-from tests.tfjs import tfjs_runtimes
+from tools import tfjs_runtimes
 
 BATCHES = (1, 32)
 REPEATS = 20
