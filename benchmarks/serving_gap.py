@@ -38,6 +38,8 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from benchmarks import harness  # noqa: E402
+
 BATCHES = (1, 64)
 VARIANTS = ("ours save(jit_compile=False)", "ours save()", "jax2tf recipe")
 # Settings applied in a fresh child process (threads must be set before TF's runtime starts).
