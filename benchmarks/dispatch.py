@@ -5,7 +5,6 @@ every eager call. Run: `python -m benchmarks.dispatch [--rounds N]`.
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -96,13 +95,7 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=200)
-    args = parser.parse_args()
-    result = run(args.rounds)
-    text = markdown(result)
-    harness.write_results("dispatch", result, text)
-    print(text)
+    harness.rounds_main("dispatch", run, markdown, rounds=200, description=__doc__)
 
 
 if __name__ == "__main__":

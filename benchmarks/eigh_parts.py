@@ -12,12 +12,11 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 
 sys.argv, _ARGS = sys.argv[:1], sys.argv[1:]  # linalg_bench parses nothing at import
 from benchmarks import linalg_bench  # noqa: E402  (sets the thread pinning first)
+from benchmarks import harness  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -28,15 +27,10 @@ from jax2tf_native.linalg import tridiagonal_blocked, tridiagonal_eigen  # noqa:
 
 
 def _time(call, rounds):
-    start = time.perf_counter()
-    jax.block_until_ready(call())
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        jax.block_until_ready(call())
-        times.append(time.perf_counter() - start)
-    return first, float(np.median(times))
+    """(first call's seconds, median seconds of `rounds` more calls)."""
+    first = harness.first_call_seconds(call)
+    ready = lambda: jax.block_until_ready(call())
+    return first, harness.interleaved({"call": ready}, rounds=rounds, warmup=0)["call"]["median_s"]
 
 
 def stages(n: int):
@@ -70,7 +64,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="64,512")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(_ARGS)
-    print(f"1-minute load average at start: {os.getloadavg()[0]:.1f}\n")
+    load = harness.LoadRecord()
+    print(f"1-minute load average at start: {load.start:.1f}\n")
     print("| n | stage | TF median | TF first call |")
     print("|---:|---|---:|---:|")
     for n in (int(s) for s in args.sizes.split(",")):
@@ -82,7 +77,7 @@ def main() -> None:
         first, median = _time(lambda: jitted(a), args.rounds)
         print(f"| {n} | JAX LAPACK eigh (reference) | {median * 1e3:.2f} ms | {first:.2f} s |",
               flush=True)
-    print(f"\n1-minute load average at end: {os.getloadavg()[0]:.1f}")
+    print(f"\n1-minute load average at end: {load.finish()['end']:.1f}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import argparse
 import os
 import re
 import sys
-import time
 
 MULTITHREADED = "--multithreaded" in sys.argv
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -42,7 +41,8 @@ from jax.interpreters import mlir as jax_mlir  # noqa: E402
 from tensorflow.compiler.mlir.stablehlo import stablehlo as tf_stablehlo  # noqa: E402
 from tensorflow.compiler.tf2xla.python import xla as tfxla  # noqa: E402
 
-from benchmarks.harness import environment, interleaved, machine_sentence, write_results  # noqa: E402,E501
+from benchmarks.harness import (  # noqa: E402
+    LoadRecord, environment, first_call_seconds, interleaved, machine_sentence, write_results)
 from jax2tf_native import linalg_portable  # noqa: E402
 
 if not MULTITHREADED:
@@ -131,14 +131,8 @@ def peer_status(fun, args) -> str:
         return f"fails: {type(e).__name__}: {found.group(0) if found else str(e)[:80]}"
 
 
-def first_call_seconds(fn) -> float:
-    start = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - start
-
-
 def bench(rounds_small: int, rounds_large: int, ops=DEFAULT_OPS, sizes=SIZES) -> dict:
-    load_start = os.getloadavg()[0]
+    load = LoadRecord()
     rows = []
     for n in sizes:
         for op in ops:
@@ -171,7 +165,7 @@ def bench(rounds_small: int, rounds_large: int, ops=DEFAULT_OPS, sizes=SIZES) ->
                   f"ratio {rows[-1]['ratio_tf_over_jax']:6.1f}x", flush=True)
     return {"environment": environment(), "rows": rows,
             "threads": "runtime defaults" if MULTITHREADED else "1 (XLA, Eigen, OpenBLAS, TF)",
-            "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
+            "load_average_1min": load.finish(),
             "note": "2 CPU cores; see load_average_1min for how busy they were"}
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -28,7 +27,8 @@ import jax.scipy.linalg as jsl  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks.harness import environment, interleaved, machine_sentence, write_results  # noqa: E402,E501
+from benchmarks.harness import (  # noqa: E402
+    LoadRecord, environment, first_call_seconds, interleaved, machine_sentence, write_results)
 import jax2tf_native  # noqa: E402
 
 tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -62,14 +62,8 @@ def _eigvals_distance(w, w_ref):
     return float(np.max(np.min(np.abs(w[:, None] - w_ref[None, :]), axis=1)))
 
 
-def first_call_seconds(fn) -> float:
-    start = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - start
-
-
 def bench(rounds_small: int, rounds_large: int) -> dict:
-    load_start = os.getloadavg()[0]
+    load = LoadRecord()
     rows = []
     for n in SIZES:
         a = np.random.default_rng(n).standard_normal((n, n)).astype(np.float32)
@@ -105,7 +99,7 @@ def bench(rounds_small: int, rounds_large: int) -> dict:
                   f"residual {row['residual']}", flush=True)
     return {"environment": environment(), "rows": rows,
             "threads": "1 (XLA, Eigen, OpenBLAS, TF)",
-            "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
+            "load_average_1min": load.finish(),
             "note": "2 CPU cores; see load_average_1min for how busy they were"}
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -159,13 +158,12 @@ def main() -> None:
                         help="write benchmarks/results/NAME.md and .json (default NAME: "
                              "linalg_plain)")
     args = parser.parse_args()
-    start_load = os.getloadavg()[0]
-    started = time.monotonic()
+    recorded = harness.LoadRecord()
     results = run(args.rounds)
-    load = {"start": start_load, "end": os.getloadavg()[0]}
+    load = recorded.finish()
     command = f"python -m benchmarks.linalg_plain --rounds {args.rounds}"
     text = markdown(results, command, load)
-    text += f"\n({(time.monotonic() - started) / 60:.1f} min.)\n"
+    text += f"\n({recorded.minutes:.1f} min.)\n"
     print(text)
     if args.write:
         harness.write_results(args.write, {"environment": harness.environment(),

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import time
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -233,14 +232,13 @@ def main() -> None:
     args = parser.parse_args()
     workloads = WORKLOADS if not args.only else tuple(
         w for w in WORKLOADS if w[0] in args.only.split(","))
-    start_load = os.getloadavg()[0]
-    started = time.monotonic()
+    recorded = harness.LoadRecord()
     results = run(args.rounds, args.conversion_rounds, workloads)
-    load = {"start": start_load, "end": os.getloadavg()[0]}
+    load = recorded.finish()
     command = (f"python -m benchmarks.plain_ops --rounds {args.rounds} --conversion-rounds "
                f"{args.conversion_rounds}" + (f" --only {args.only}" if args.only else ""))
     text = markdown(results, command, load)
-    text += f"\n({(time.monotonic() - started) / 60:.1f} min.)\n"
+    text += f"\n({recorded.minutes:.1f} min.)\n"
     print(text)
     if args.write:
         harness.write_results("plain_ops", {"environment": harness.environment(),

@@ -244,19 +244,19 @@ def main(argv=None) -> None:
         parser.error(f"the Keras models need KERAS_BACKEND=tensorflow, this process has "
                      f"{keras.backend.backend()!r}: run it in a fresh process")
     rounds = args.rounds or (5 if args.quick else 30)
-    start_load, started = os.getloadavg()[0], time.monotonic()
+    recorded = harness.LoadRecord()
     tfjs_rounds = args.tfjs_rounds or (2 if args.quick else 10)
     result = run(model_names, parts, rounds, target_s=0.003 if args.quick else 0.01,
                  tfjs_rounds=tfjs_rounds,
                  tfjs_batches=TFJS_BATCHES[:1] if args.quick else TFJS_BATCHES,
                  quick=args.quick)
-    load = {"start": start_load, "end": os.getloadavg()[0]}
+    load = recorded.finish()
     environment = harness.environment()
     environment["keras"] = keras.__version__
     result.update(
         schema=1, mode="quick" if args.quick else "full", rounds=rounds,
         tfjs_rounds=tfjs_rounds,
-        environment=environment, load_average=load, minutes=(time.monotonic() - started) / 60,
+        environment=environment, load_average=load, minutes=recorded.minutes,
         machine=harness.machine_sentence(load),
         command="python -m benchmarks.plain_vs_handwritten " + " ".join(
             sys.argv[1:] if argv is None else argv))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks import harness
+
 SIDES = ("jax", "peer", "ours")
 
 
@@ -68,14 +70,8 @@ def paired(a: dict | None, b: dict | None) -> dict | None:
     sa, sb = (a or {}).get("samples"), (b or {}).get("samples")
     if not sa or not sb or len(sa) != len(sb):
         return None
-    ratios = sorted(x / y for x, y in zip(sa, sb) if y > 0)
-    if not ratios:
-        return None
-    pick = lambda q: ratios[min(len(ratios) - 1, int(q * len(ratios)))]
-    middle = len(ratios) // 2
-    median = (ratios[middle] if len(ratios) % 2
-              else (ratios[middle - 1] + ratios[middle]) / 2)
-    return {"median": median, "p10": pick(0.1), "p90": pick(0.9), "n": len(ratios)}
+    ratios = harness.paired_ratios(sa, sb)
+    return harness.spread(ratios) if ratios else None
 
 
 def section(group: str, title: str, description: str, rows: list[dict],

@@ -24,7 +24,6 @@ import itertools
 import os
 import shutil
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -79,23 +78,17 @@ def measure(model: str, rounds: int, workdir: str) -> dict:
     labels = [PEER, OURS, SERIAL, BARE]
     for label in labels:  # first-use costs of the libraries are not save time
         save(label)
-    wall = {label: [] for label in labels}
-    cpu = {label: [] for label in labels}
-    for order in harness.round_orders(labels, rounds):
-        for label in order:
-            w, c = time.perf_counter(), time.process_time()
-            save(label)
-            wall[label].append(time.perf_counter() - w)
-            cpu[label].append(time.process_time() - c)
+    clocks = harness.clocked_rounds({label: (lambda label=label: save(label))
+                                     for label in labels}, rounds)
     out = {}
     for label in labels:
         out[label] = {}
-        for clock, samples in (("wall", wall), ("cpu", cpu)):
-            ratios = sorted(a / b for a, b in zip(samples[label], samples[PEER]))
-            pick = lambda q: ratios[min(len(ratios) - 1, int(q * len(ratios)))]
+        for clock, samples in clocks.items():
+            ratios = harness.paired_ratios(samples[label], samples[PEER])
             out[label][clock] = {"median_s": float(np.median(samples[label])),
                                  "paired_ratio": float(np.median(ratios)),
-                                 "paired_p10": pick(0.1), "paired_p90": pick(0.9)}
+                                 "paired_p10": harness.quantile(ratios, 0.1),
+                                 "paired_p90": harness.quantile(ratios, 0.9)}
     return out
 
 

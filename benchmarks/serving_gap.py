@@ -30,7 +30,6 @@ import glob
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,8 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from benchmarks import harness  # noqa: E402
 
 BATCHES = (1, 64)
 VARIANTS = ("ours save(jit_compile=False)", "ours save()", "jax2tf recipe")
@@ -90,30 +91,15 @@ def _candidates(paths: dict[str, str], batch: int) -> dict:
     return out
 
 
-def _stats(values: list[float]) -> dict:
-    ordered = sorted(values)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-    return {"median": statistics.median(values), "p10": pick(0.1), "p90": pick(0.9),
-            "n": len(values)}
-
-
 def paired_latency(candidates: dict, rounds: int, warmup: int = 5) -> dict:
     """Interleaved rounds; wall and process-CPU seconds per call, and per-round ratios to the
     first candidate (the baseline)."""
-    for fn in candidates.values():
-        for _ in range(warmup):
-            fn()
-    wall = {k: [] for k in candidates}
-    cpu = {k: [] for k in candidates}
-    for _ in range(rounds):
-        for label, fn in candidates.items():
-            t_cpu, t_wall = time.process_time(), time.perf_counter()
-            fn()
-            wall[label].append(time.perf_counter() - t_wall)
-            cpu[label].append(time.process_time() - t_cpu)
+    clocks = harness.clocked_rounds(candidates, rounds, warmup=warmup, alternate=False)
+    wall, cpu = clocks["wall"], clocks["cpu"]
     base = next(iter(candidates))
-    return {label: {"wall_s": _stats(wall[label]), "cpu_s": _stats(cpu[label]),
-                    "ratio_vs_jax": _stats([w / b for w, b in zip(wall[label], wall[base])])}
+    return {label: {"wall_s": harness.spread(wall[label]), "cpu_s": harness.spread(cpu[label]),
+                    "ratio_vs_jax": harness.spread([w / b for w, b in
+                                                    zip(wall[label], wall[base])])}
             for label in candidates}
 
 

@@ -2,18 +2,17 @@
 
 Saves the benchmark MLP both ways (`benchmarks.serving.save_ours` / `save_peer_recipe`), loads
 both, and times `signatures["serving_default"]` in 30 interleaved rounds of 100 calls each
-(a tf.Tensor in, tensors out: no numpy conversion). Cited in benchmarks/README.md (issue 15).
+(a tf.Tensor in, tensors out: no numpy conversion; `harness.interleaved`, the order changing
+from round to round). Cited in benchmarks/README.md (issue 15).
 Run: `python -m benchmarks.serving_paired`.
 """
 from __future__ import annotations
 
 import tempfile
-import time
 
-import numpy as np
 import tensorflow as tf
 
-from benchmarks import models
+from benchmarks import harness, models
 from benchmarks.serving import save_ours, save_peer_recipe
 
 
@@ -25,16 +24,10 @@ def main(rounds: int = 30, calls: int = 100) -> None:
     served = {name: tf.saved_model.load(f"{directory}/{name}").signatures["serving_default"]
               for name in ("ours", "peer")}
     inputs = tf.constant(x)
-    for fn in served.values():
-        fn(x=inputs)  # compile
-    times = {name: [] for name in served}
-    for _ in range(rounds):
-        for name, fn in served.items():
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn(x=inputs)
-            times[name].append((time.perf_counter() - start) / calls)
-    medians = {name: float(np.median(t)) for name, t in times.items()}
+    stats = harness.interleaved({name: (lambda fn=fn: fn(x=inputs)) for name, fn in
+                                 served.items()}, rounds=rounds, calls_per_round=calls,
+                                warmup=1)  # the warm-up call compiles
+    medians = {name: s["median_s"] for name, s in stats.items()}
     for name, median in medians.items():
         print(f"{name}: {median * 1e6:.0f} us per call, {median / medians['peer']:.2f}x the peer")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import platform
 import tempfile
-import time
 
 import jax
 import numpy as np
@@ -17,8 +16,9 @@ import tensorflow as tf
 
 import jax2tf_native
 import saved_model_tools
+from benchmarks import harness
 from jax2tf_native import example_model
-from tests.tfjs import tfjs_runtimes
+from tools import tfjs_runtimes
 
 BATCHES = (1, 32)
 REPEATS = 20
@@ -26,11 +26,7 @@ ROUNDS = 3
 
 
 def _ms(fn, repeats=REPEATS):
-    fn()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats * 1e3
+    return harness.seconds_per_call(fn, repeats, warmup=1) * 1e3
 
 
 def main() -> None:

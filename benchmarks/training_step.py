@@ -8,7 +8,6 @@ Run: `python -m benchmarks.training_step`.
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -132,13 +131,7 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=30)
-    args = parser.parse_args()
-    result = run(args.rounds)
-    text = markdown(result)
-    harness.write_results("training_step", result, text)
-    print(text)
+    harness.rounds_main("training_step", run, markdown, rounds=30, description=__doc__)
 
 
 if __name__ == "__main__":

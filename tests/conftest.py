@@ -10,7 +10,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from tests import isolated_process  # noqa: E402
+from tools import child_runner  # noqa: E402
 
 _BACKGROUND = pytest.StashKey[tuple]()  # (the ChildPool, its TemporaryDirectory)
 # Background children only take the CPU time the suite leaves: this process's tests keep
@@ -20,7 +20,7 @@ _BACKGROUND_NICE = 10
 
 def pytest_collection_finish(session):
     """Starts the children that selected tests only wait for, declared by their modules'
-    `background_jobs(items, directory) -> {name: isolated_process.Job}` (the linear-algebra
+    `background_jobs(items, directory) -> {name: child_runner.Job}` (the linear-algebra
     checks, the 2-device checks, the library callers), so that they run beside the rest of the
     suite, at low CPU priority, as many at a time as there are cores, instead of one after
     another while the suite waits for each. `directory` is the module's own (for files its
@@ -40,7 +40,7 @@ def pytest_collection_finish(session):
         for name, job in module.background_jobs(items, directory).items():
             jobs[name] = dataclasses.replace(job, nice=_BACKGROUND_NICE)
     session.config.stash[_BACKGROUND] = (
-        isolated_process.ChildPool(jobs, parallel=len(os.sched_getaffinity(0))), work)
+        child_runner.ChildPool(jobs, parallel=len(os.sched_getaffinity(0))), work)
 
 
 def _module_directory(root: str, module) -> pathlib.Path:
@@ -57,7 +57,7 @@ def pytest_sessionfinish(session):
 
 
 @pytest.fixture(scope="session")
-def background(request) -> isolated_process.ChildPool:
+def background(request) -> child_runner.ChildPool:
     """The background children (see `pytest_collection_finish`): `background.result(name)`
     waits for one and returns how it ended."""
     return request.config.stash[_BACKGROUND][0]

@@ -9,11 +9,14 @@
 - The reading tools import with JAX blocked and leave `jax` out of sys.modules.
 - Nothing shipped uses the repository's tests/ or tools/ (back-compat generation is
   tools/backcompat).
+- Nothing outside tests/ imports from tests/ (tests import tools/ and benchmarks/, never the
+  reverse): no import, no `tests.x` module path in a string, no sys.path entry into tests/.
 """
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +102,48 @@ def test_shipped_packages_use_nothing_of_the_repository_tests_or_tools():
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value in ("tests", "tools"):
                 found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} {node.value!r}")
+    assert found == []
+
+
+def _python_files_outside_tests():
+    """Every tracked .py file of the repository outside tests/ (product, tools, benchmarks and
+    the root conftest)."""
+    listed = subprocess.run(["git", "ls-files", "*.py"], cwd=PROJECT_ROOT, capture_output=True,
+                            text=True, check=True).stdout.split()
+    return [PROJECT_ROOT / f for f in listed if not f.startswith("tests/")]
+
+
+def _is_sys_path_change(node: ast.AST) -> bool:
+    """`sys.path.insert(...)`, `sys.path.append(...)` or `sys.path.extend(...)`."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("insert", "append", "extend")
+            and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "path"
+            and getattr(node.func.value.value, "id", None) == "sys")
+
+
+def test_nothing_outside_tests_imports_from_tests():
+    """What a tool or benchmark shares with a test lives in tools/ or benchmarks/, and the
+    test imports it from there: an import of `tests`, a module path `tests.x` in a string
+    (`python -m tests.x`, `importlib.import_module`) or a sys.path entry built with "tests"
+    outside tests/ is a finding."""
+    files = _python_files_outside_tests()
+    assert any(f.parts[-2] == "tools" for f in files) and any(
+        f.parts[-2] == "benchmarks" for f in files)  # the listing found the folders
+    found = []
+    for path in files:
+        rel = path.relative_to(PROJECT_ROOT)
+        tree = _parse(path)
+        for name, function in _imports(tree):
+            if name.split(".")[0] == "tests":
+                found.append(f"{rel} ({function}) imports {name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(
+                    r"tests(\.\w+)+", node.value):
+                found.append(f"{rel}:{node.lineno} names the module {node.value!r}")
+            if _is_sys_path_change(node) and any(
+                    isinstance(c, ast.Constant) and isinstance(c.value, str) and "tests" in
+                    c.value for arg in node.args for c in ast.walk(arg)):
+                found.append(f"{rel}:{node.lineno} puts a tests/ folder on sys.path")
     assert found == []
 
 

@@ -21,26 +21,26 @@ pages a reader follows one after another in one directory must not write the sam
 
 It prints per page the blocks run and the seconds each took, and the blocks not run with the
 reason. On failure it prints the page, the block's line in the .md, the block and the error's
-last lines. Pages run at most `-j` at a time (default 2: the suite's machine has 2 cores).
+last lines. Pages run at most `-j` at a time (default 2: the suite's machine has 2 cores), each
+a child of tools/child_runner.py (its own session, killed with what it started at its time
+bound).
 tests/docs/test_doc_examples.py runs README.md and docs/ through `run_pages`.
 """
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import dataclasses
 import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
+import threading
 from pathlib import Path
 
+from tools import child_runner
 from tools.doc_blocks import (  # noqa: F401 (re-exported: the tests and callers use them here)
     ALLOWED_NOT_RUN, INSTALLS_REASON, JS_TAGS, MUST_RUN_TAGS, NO_NODE_REASON, OUTPUT_TAGS,
     PYTHON_TAGS, SHELL_TAGS, Block, extract_blocks, files_never_run, step_argument)
@@ -48,9 +48,8 @@ from tools.doc_blocks import (  # noqa: F401 (re-exported: the tests and callers
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PAGE_TIMEOUT_S = 300
 ERROR_TAIL_LINES = 25
-# Pages started and not finished, so that `stop_all` can end them (an interrupted test run).
-_LIVE_PROCESSES: set[subprocess.Popen] = set()
-_QUEUED: list[concurrent.futures.Future] = []
+# The pools of `run_pages`, so that `stop_all` can end their pages (an interrupted test run).
+_POOLS: list[child_runner.ChildPool] = []
 
 # TF's start-up lines, printed whatever TF_CPP_MIN_LOG_LEVEL says: left out of error reports.
 _LOG_NOISE = re.compile(r"All log messages before absl::InitializeLog|oneDNN custom operations")
@@ -181,53 +180,48 @@ def page_script(page: str | os.PathLike, blocks: list[Block], status_file: str) 
         "    _doc_examples_step(None, 0, 'end', '')\n"
 
 
-def _environment(workdir: str) -> dict[str, str]:
-    env = dict(os.environ)
+def _environment() -> dict[str, str | None]:
+    """What a page's process gets on top of `child_runner.child_env` (None: removed)."""
     venv_bin = str(Path(sys.executable).parent)
-    env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
-    # A page sets its own devices: the suite's or the caller's XLA_FLAGS would change them.
-    env.pop("XLA_FLAGS", None)
-    return env
+    return {"PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+            # A page sets its own devices: the suite's or the caller's XLA_FLAGS would change
+            # them.
+            "XLA_FLAGS": None}
 
 
-def run_page(page: str | os.PathLike, timeout: float = PAGE_TIMEOUT_S,
-             keep: bool = False) -> PageResult:
-    """Runs one page's blocks in a fresh Python process and temporary directory.
+@dataclasses.dataclass
+class _PreparedPage:
+    """A page's generated script in its temporary folder, and the child that runs it."""
+    result: PageResult
+    root: str
+    workdir: str
+    status_file: str
+    job: child_runner.Job | None   # None: the page has no block that runs
 
-    Example:
-      >>> result = run_page("docs/compat.md")   # doctest: +SKIP
-      >>> result.ok, len(result.run_blocks)     # doctest: +SKIP
-    """
+
+def _prepare(page: str | os.PathLike, timeout: float) -> _PreparedPage:
     blocks = extract_blocks(page)
     result = PageResult(page=_display_name(page), blocks=blocks)
     if not result.run_blocks:
-        return result
+        return _PreparedPage(result, "", "", "", None)
     root = tempfile.mkdtemp(prefix="doc_examples_")
     workdir = os.path.join(root, "work")
     os.mkdir(workdir)
     status_file = os.path.join(root, "status.jsonl")
     script = os.path.join(root, "page_script.py")
     Path(script).write_text(page_script(page, blocks, status_file), encoding="utf-8")
-    log_path = os.path.join(root, "output.log")
-    start = time.monotonic()
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, script], cwd=workdir, env=_environment(root),
-                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
-        _LIVE_PROCESSES.add(process)
-        try:
-            returncode = process.wait(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill(process)
-            returncode, timed_out = -signal.SIGKILL, True
-        finally:
-            _LIVE_PROCESSES.discard(process)
-    result.seconds = time.monotonic() - start
+    job = child_runner.Job([script], timeout=timeout, what=result.page, env=_environment(),
+                           cwd=workdir, merge_output=True)
+    return _PreparedPage(result, root, workdir, status_file, job)
+
+
+def _collect(prepared: _PreparedPage, finished: child_runner.Finished, timed_out: bool,
+             keep: bool) -> PageResult:
+    """Fills the page's result from its process's exit, output and status file."""
+    result, blocks = prepared.result, prepared.result.blocks
+    result.seconds = finished.seconds
+    status_file = prepared.status_file
     records = [json.loads(line) for line in Path(status_file).read_text().splitlines()] \
         if os.path.exists(status_file) else []
     started = [r["index"] for r in records if r["index"] is not None]
@@ -239,25 +233,49 @@ def run_page(page: str | os.PathLike, timeout: float = PAGE_TIMEOUT_S,
     result.started = len(started)
     # A block that exits the process early (sys.exit(0)) would skip the rest silently.
     skipped = [b for i, b in enumerate(blocks) if b.runs and i not in started]
+    returncode = finished.returncode
     if returncode != 0 or skipped:
         result.ok = False
-        output = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
+        output = finished.stdout.splitlines()
         tail = [line for line in output if not _LOG_NOISE.search(line)][-ERROR_TAIL_LINES:]
         result.failed_block = blocks[started[-1]] if started else None
         if returncode == 0:
             tail.append(f"the process exited (status 0) before the block at line "
                         f"{skipped[0].line} ran")
         if timed_out:
-            tail.append(f"timed out after {timeout:.0f} s")
+            tail.append(f"timed out after {prepared.job.timeout:.0f} s")
         elif returncode < 0:
             tail.append(f"killed by signal {-returncode}")
         result.error_tail = "\n".join(tail)
-    result.written = files_left(workdir)
+    result.written = files_left(prepared.workdir)
     if keep:
-        result.workdir = workdir
+        result.workdir = prepared.workdir
     else:
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(prepared.root, ignore_errors=True)
     return result
+
+
+def _finish(prepared: _PreparedPage, wait, keep: bool) -> PageResult:
+    """Waits for the page's process with `wait()` (a `Finished`) and returns its result."""
+    try:
+        finished, timed_out = wait(), False
+    except child_runner.ChildTimedOut as e:
+        finished, timed_out = e.finished, True
+    return _collect(prepared, finished, timed_out, keep)
+
+
+def run_page(page: str | os.PathLike, timeout: float = PAGE_TIMEOUT_S,
+             keep: bool = False) -> PageResult:
+    """Runs one page's blocks in a fresh Python process and temporary directory.
+
+    Example:
+      >>> result = run_page("docs/compat.md")   # doctest: +SKIP
+      >>> result.ok, len(result.run_blocks)     # doctest: +SKIP
+    """
+    prepared = _prepare(page, timeout)
+    if prepared.job is None:
+        return prepared.result
+    return _finish(prepared, child_runner.start(prepared.job).finish, keep)
 
 
 def files_left(workdir: str | os.PathLike) -> list[str]:
@@ -297,35 +315,41 @@ def _display_name(page) -> str:
         return str(page)
 
 
-def _kill(process: subprocess.Popen) -> None:
-    """Ends a page's process and what it started (its own session: bash, jax2tf-native)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
+class PageRun:
+    """One page of `run_pages`: `result()` waits for its process and returns its PageResult
+    (the same one on every call)."""
+
+    def __init__(self, prepared: _PreparedPage, pool: child_runner.ChildPool, keep: bool):
+        self._prepared, self._pool, self._keep = prepared, pool, keep
+        self._lock = threading.Lock()
+        self._result: PageResult | None = None
+
+    def result(self) -> PageResult:
+        with self._lock:
+            if self._result is None:
+                prepared = self._prepared
+                self._result = prepared.result if prepared.job is None else _finish(
+                    prepared, lambda: self._pool.result(prepared.result.page), self._keep)
+            return self._result
 
 
 def stop_all() -> None:
-    """Cancels the pages not started yet and kills those running (they then report failed)."""
-    for future in _QUEUED:
-        future.cancel()
-    for process in list(_LIVE_PROCESSES):
-        _kill(process)
+    """Kills the pages' processes still running; those not started yet never start (they then
+    report failed)."""
+    for pool in _POOLS:
+        pool.close()
 
 
 def run_pages(pages, jobs: int = 2, timeout: float = PAGE_TIMEOUT_S,
-              keep: bool = False) -> dict[str, concurrent.futures.Future]:
-    """Starts every page (at most `jobs` at once); returns {page: Future of its PageResult}.
-
-    The pool's threads end when the last page does; `stop_all` ends them early.
+              keep: bool = False) -> dict[str, PageRun]:
+    """Starts every page (at most `jobs` at once, in the order given; tools/child_runner.py's
+    ChildPool); returns {page: its PageRun}. `stop_all` ends them early.
     """
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs,
-                                                 thread_name_prefix="doc_examples")
-    futures = {str(p): pool.submit(run_page, p, timeout, keep) for p in pages}
-    _QUEUED.extend(futures.values())
-    pool.shutdown(wait=False)
-    return futures
+    prepared = {str(p): _prepare(p, timeout) for p in pages}
+    pool = child_runner.ChildPool({p.result.page: p.job for p in prepared.values()
+                                   if p.job is not None}, parallel=jobs)
+    _POOLS.append(pool)
+    return {page: PageRun(p, pool, keep) for page, p in prepared.items()}
 
 
 def describe(result: PageResult) -> str:
@@ -370,17 +394,17 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", action="store_true",
                         help="keep each page's working directory (and its generated script)")
     args = parser.parse_args(argv)
-    futures = run_pages(args.pages, args.jobs, args.timeout, args.keep)
+    runs = run_pages(args.pages, args.jobs, args.timeout, args.keep)
     failed = 0
     try:
-        for page, future in futures.items():
-            result = future.result()
+        for run in runs.values():
+            result = run.result()
             failed += not result.ok
             print(describe(result), flush=True)
     except KeyboardInterrupt:
         stop_all()
         raise
-    print(f"{len(futures) - failed} of {len(futures)} pages ok")
+    print(f"{len(runs) - failed} of {len(runs)} pages ok")
     return 1 if failed else 0
 
 

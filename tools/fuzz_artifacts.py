@@ -22,7 +22,7 @@ import time
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)
 
-from tests.reliability import artifact_fuzz  # noqa: E402
+from tools import artifact_fuzz  # noqa: E402
 
 
 def main(argv=None) -> int:

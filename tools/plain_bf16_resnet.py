@@ -1,7 +1,7 @@
 """How close a bfloat16 Flax ResNet lowered to plain TF ops
 (`enable_xla=False`) comes to `jax.jit` on CPU, forward and gradients.
 
-For each configuration and seed (tests/saved_model_tools/flax_resnet.py: the Flax imagenet
+For each configuration and seed (tools/flax_resnet.py: the Flax imagenet
 example's ResNet in inference mode, BatchNorm statistics and scales perturbed) this records
 - forward: max |plain - jax.jit| and that over max |jax.jit| (bf16 logits);
 - gradients of sum(logits**2) w.r.t. the float32 parameters: per parameter, max |plain -
@@ -29,7 +29,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jax2tf_native  # noqa: E402
-from tests.saved_model_tools import flax_resnet  # noqa: E402
+from tools import flax_resnet  # noqa: E402
 
 CONFIGS = {
     "ResNet18 (2,2,2,2), 64 filters, 32x32, batch 2": (

@@ -115,6 +115,26 @@ def test_rounds_change_order_and_pair_the_samples():
     assert check["value"] == 0.75 and check["met"]
 
 
+def test_clocked_rounds_alternate_or_keep_the_order_and_pair_round_by_round():
+    """The wall/CPU rounds of save_time and serving_gap: every candidate once per round, the
+    order changing by `round_orders` or kept, and ratios paired by round."""
+    calls = []
+    candidates = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    samples = harness.clocked_rounds(candidates, 4, warmup=1)
+    assert calls[:2] == ["a", "b"]  # the warm-up, in the order given
+    assert [calls[2 + 2 * i:4 + 2 * i] for i in range(4)] == harness.round_orders(["a", "b"], 4)
+    assert {clock: {k: len(v) for k, v in s.items()} for clock, s in samples.items()} == {
+        "wall": {"a": 4, "b": 4}, "cpu": {"a": 4, "b": 4}}
+    calls.clear()
+    harness.clocked_rounds(candidates, 3, alternate=False)
+    assert calls == ["a", "b"] * 3
+    assert harness.paired_ratios([3.0, 1.0, 4.0], [1.0, 2.0, 2.0]) == [0.5, 2.0, 3.0]
+    assert harness.spread([4.0, 1.0, 3.0, 2.0]) == {"median": 2.5, "p10": 1.0, "p90": 4.0,
+                                                    "n": 4}
+    load = harness.LoadRecord()
+    assert load.finish()["start"] == load.start >= 0 and load.minutes >= 0
+
+
 def test_a_focused_run_writes_its_own_files_not_latest(written, tmp_path):
     result, _ = written
     paths = run.write(result, tmp_path, plot=False, name="conversion_focused")

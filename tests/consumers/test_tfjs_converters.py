@@ -25,7 +25,7 @@ import pytest
 from benchmarks import handwritten_pairs
 from saved_model_tools import tfjs
 from tests.consumers import tfjs_convert_main
-from tests.tfjs import tfjs_runtimes
+from tools import tfjs_runtimes
 from tests.tfjs.test_convert_jax import _tfjs_py_dir
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -10,15 +10,15 @@ tests/conftest.py starts when collection ends (about 1.5 CPU-minutes, beside the
 suite). The long runs are `python -m tools.lax_fuzz run` (tools/results/fuzz/)."""
 import json
 
-from tests import isolated_process
+from tools import child_runner
 
 SEED, BATCHES, PACK = 35, 8, 20
 _JOB = "lax_fuzz slice"
 _TIMEOUT_S = 1200
 
 
-def background_jobs(items, directory) -> dict[str, isolated_process.Job]:
-    return {_JOB: isolated_process.Job(
+def background_jobs(items, directory) -> dict[str, child_runner.Job]:
+    return {_JOB: child_runner.Job(
         ["-m", "tools.lax_fuzz", "slice", "--seed", str(SEED), "--batches", str(BATCHES),
          "--pack", str(PACK)], timeout=_TIMEOUT_S, what="python -m tools.lax_fuzz slice")}
 

@@ -17,7 +17,7 @@ import json
 import numpy as np
 import pytest
 
-from tests import isolated_process
+from tools import child_runner
 
 _SCRIPTS = {"jax": "tests.jax2tf_native.library_callers.keras_jax_export",
             "tensorflow": "tests.jax2tf_native.library_callers.keras_tf_layers"}
@@ -27,9 +27,9 @@ _TIMEOUT_S = 3600   # from the child's start at the end of collection: a bound f
 _DELIBERATE = {"JaxLayer traced at static shapes: output shape": [None, 2]}
 
 
-def background_jobs(items, directory) -> dict[str, isolated_process.Job]:
+def background_jobs(items, directory) -> dict[str, child_runner.Job]:
     """One child per Keras backend, which tests/conftest.py starts when collection ends."""
-    return {f"library callers {backend}": isolated_process.Job(
+    return {f"library callers {backend}": child_runner.Job(
         ["-m", script], timeout=_TIMEOUT_S, what=script, env={"KERAS_BACKEND": backend})
         for backend, script in _SCRIPTS.items()}
 

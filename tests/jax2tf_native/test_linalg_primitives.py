@@ -20,7 +20,7 @@ import re
 
 import pytest
 
-from tests import isolated_process
+from tools import child_runner
 
 _DIR = pathlib.Path(__file__).parent / "linalg_isolated"
 # The heavy linear-algebra files (most of the suite's XLA compiles) run in their own processes
@@ -43,11 +43,11 @@ def _outcomes(summary: str) -> dict[str, int]:
     return {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", counts)}
 
 
-def background_jobs(items, directory) -> dict[str, isolated_process.Job]:
+def background_jobs(items, directory) -> dict[str, child_runner.Job]:
     """The selected tests' children, which tests/conftest.py starts when collection ends."""
     selected = {item.callspec.params["name"] for item in items}
     # -v writes each test's name as it starts: a crash's output ends at the test that crashed.
-    return {f"linalg {name}": isolated_process.Job(
+    return {f"linalg {name}": child_runner.Job(
         ["-m", "pytest", "-v", "-p", "no:cacheprovider", str(_DIR / name)],
         timeout=_TIMEOUT_S, what=f"pytest {name}") for name in _CHECKS if name in selected}
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests import isolated_process
+from tools import child_runner
 
 _CHECKS = Path(__file__).parent / "multi_device" / "sharded_checks.py"
 
 
-def background_jobs(items, directory) -> dict[str, isolated_process.Job]:
+def background_jobs(items, directory) -> dict[str, child_runner.Job]:
     """The one child all tests here read, which tests/conftest.py starts when collection ends;
     it writes results.json and its SavedModels into `directory`."""
-    return {"sharded": isolated_process.Job(
+    return {"sharded": child_runner.Job(
         [str(_CHECKS), str(directory / "results.json"), str(directory)], timeout=3600,
         what="tests/jax2tf_native/multi_device/sharded_checks.py",
         env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})}

@@ -1,6 +1,6 @@
 """Corrupt `jax.export` artifacts: every mutated copy runs or raises our error, never more.
 
-250 seeded mutations of one valid artifact (see artifact_fuzz.py; tools/fuzz_artifacts.py
+250 seeded mutations of one valid artifact (see tools/artifact_fuzz.py; tools/fuzz_artifacts.py
 runs thousands, results in tools/results/fuzz_artifacts.md) through `call_exported`. Each must
 run or raise one of our errors with a fix in its message; the unmutated artifact must still
 give JAX's values afterwards, in the same process. The first parse of untrusted bytes happens
@@ -14,7 +14,7 @@ import pytest
 import jax2tf_native
 import saved_model_tools
 from jax2tf_native import artifact_sandbox, errors
-from tests.reliability import artifact_fuzz
+from tools import artifact_fuzz
 
 CASES = 250
 # A seed whose mutated artifact aborts JAX's MLIR bytecode reader ("LLVM ERROR: unsupported

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 import saved_model_tools
-from tests.saved_model_tools import flax_resnet
+from tools import flax_resnet
 
 # The bounds proposed for bfloat16 (relative to the largest magnitude of the output, or of
 # each parameter's gradient): 2 and 8 bf16 ulps.

@@ -16,7 +16,7 @@ MiB): bound 0.3 x 128 MiB.
 import json
 import textwrap
 
-from tests import isolated_process
+from tools import child_runner
 
 MIB = 2**20
 LAYERS, WIDTH = 8, 2048
@@ -78,8 +78,8 @@ _CHILD = textwrap.dedent("""
 
 
 def test_save_holds_the_parameters_once():
-    run = isolated_process.run_python(["-c", _CHILD, str(LAYERS), str(WIDTH)], timeout=300,
-                                      what="the save memory child")
+    run = child_runner.run(child_runner.Job(["-c", _CHILD, str(LAYERS), str(WIDTH)],
+                                            timeout=300, what="the save memory child"))
     assert run.returncode == 0, run.output_tail()
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["variable_bytes"] == PARAM_BYTES

@@ -18,7 +18,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 import saved_model_tools
 from jax2tf_native import example_model
 from saved_model_tools import manifest, references
-from tests import isolated_process
+from tools import child_runner
 
 POLY = ["(b, 28, 28, 1)"]
 
@@ -298,8 +298,8 @@ def killed_writers(request, tmp_path_factory):
     for phase in phases:
         paths[phase] = tmp_path_factory.mktemp(f"killed_at_{phase}") / "model"
         _save(paths[phase], output_names=["old"])
-    pool = isolated_process.ChildPool(
-        {phase: isolated_process.Job(_writer_killed_after(paths[phase], phase), timeout=600,
+    pool = child_runner.ChildPool(
+        {phase: child_runner.Job(_writer_killed_after(paths[phase], phase), timeout=600,
                                      what=f"the writer killed after phase {phase}")
          for phase in phases}, parallel=len(os.sched_getaffinity(0)))
     yield {phase: (paths[phase], pool) for phase in phases}

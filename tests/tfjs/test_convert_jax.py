@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from saved_model_tools import tfjs
-from tests.tfjs import tfjs_runtimes
+from tools import tfjs_runtimes
 
 pytest.importorskip("flax", reason="the models are Flax Linen modules (the frameworks extra)")
 from tests.tfjs import convert_jax_models  # noqa: E402  (after the flax check)

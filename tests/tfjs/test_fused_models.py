@@ -18,7 +18,7 @@ import tensorflow as tf
 import saved_model_tools
 from benchmarks.handwritten_pairs import PAIRS
 from saved_model_tools import tfjs
-from tests.tfjs import tfjs_runtimes
+from tools import tfjs_runtimes
 
 RTOL, ATOL = 1e-4, 1e-5
 BATCHES = (1, 3)

@@ -14,7 +14,7 @@ import pytest
 import saved_model_tools
 from jax2tf_native import example_model
 from saved_model_tools import tfjs
-from tests.tfjs import tfjs_runtimes
+from tools import tfjs_runtimes
 
 RTOL, ATOL = 1e-4, 1e-5
 

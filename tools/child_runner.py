@@ -1,11 +1,20 @@
-"""Runs a Python child process for a test that must not run in pytest's own process (a device
-count set before JAX starts, or checks that crash TF after many compiles in one process).
+"""Runs Python child processes: the suite's children (checks that must not run in pytest's own
+process, the long checks run beside the suite) and the docs pages (tools/doc_examples.py).
 
-The child runs from the repository root, with the repository on PYTHONPATH, unbuffered output
-(a crash loses nothing already printed) and without PYTEST_ADDOPTS (the parent's pytest options
-are not the child's). Its output is decoded with replacement characters, so a crash in the
-middle of a write cannot turn into a UnicodeDecodeError. A child over its time bound is killed
-and the test fails with what it printed until then.
+One child is a `Job`: the arguments after the interpreter, its time bound, what failure
+messages call it, its variables, working directory and CPU priority. `run` runs one and
+waits; `start` starts one; `ChildPool` runs named children at most `parallel` at a time.
+
+Every child
+- runs from the repository root (or the job's `cwd`), with the repository first on
+  PYTHONPATH, unbuffered output (a crash loses nothing already printed), no stdin, and without
+  PYTEST_ADDOPTS (the parent's pytest options are not the child's);
+- runs in a session of its own, so that a kill ends it and whatever it started (bash, a CLI,
+  a worker) together;
+- has its output captured and decoded with replacement characters (a crash in the middle of
+  a write cannot turn into a UnicodeDecodeError);
+- past its time bound is killed, and waiting on it raises `ChildTimedOut`, an AssertionError
+  naming the child and holding what it printed until then.
 """
 from __future__ import annotations
 
@@ -17,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -30,16 +40,44 @@ def _text(data: bytes | str | None) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class Job:
+    """One child.
+
+    Attributes:
+      args: the arguments after the interpreter (`["-m", "pytest", ...]`, a script path, ...).
+      timeout: seconds from its start before it is killed.
+      what: names the child in failure messages ("the sharded checks", "docs/compat.md").
+      env: variables set in the child on top of this process's environment; a value of None
+        removes that variable.
+      nice: how much lower than this process its CPU priority is (e.g. 10 for a child that
+        should use only the CPU time this process leaves).
+      cwd: its working directory (default: the repository root).
+      merge_output: stderr into stdout, in the order written (`Finished.stderr` is then "").
+    """
+    args: Sequence[str]
+    timeout: float
+    what: str
+    env: Mapping[str, str | None] | None = None
+    nice: int = 0
+    cwd: str | os.PathLike | None = None
+    merge_output: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class Finished:
-    """A child that ended by itself.
+    """How a child ended.
 
     Attributes:
       returncode: its exit status; negative: killed by that signal.
       stdout, stderr: what it wrote, decoded.
+      what: the job's `what`.
+      seconds: wall time from its start to its end.
     """
     returncode: int
     stdout: str
     stderr: str
+    what: str = ""
+    seconds: float = 0.0
 
     @property
     def signal_name(self) -> str:
@@ -52,51 +90,78 @@ class Finished:
             return f", killed by signal {-self.returncode}"
 
     def output_tail(self, stdout_chars: int = 6000, stderr_chars: int = 3000) -> str:
+        """The end of what the child wrote, for a failure message."""
         return (f"--- stdout (last {stdout_chars} characters) ---\n{self.stdout[-stdout_chars:]}"
                 f"\n--- stderr (last {stderr_chars} characters) ---\n"
                 f"{self.stderr[-stderr_chars:]}")
 
 
-def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    child_env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    child_env["PYTHONPATH"] = os.pathsep.join(
+class ChildTimedOut(AssertionError):
+    """A child ran past its time bound and was killed; `finished` holds its output until then
+    (returncode -SIGKILL)."""
+
+    def __init__(self, job: Job, finished: Finished):
+        super().__init__(f"{job.what} did not finish within {job.timeout:.0f} s and was "
+                         f"killed; its output until then:\n{finished.output_tail()}")
+        self.finished = finished
+
+
+def child_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """This process's environment as a child gets it (see the module docstring), with `env`
+    on top (None: removed)."""
+    result = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    result["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    child_env["PYTHONUNBUFFERED"] = "1"
-    child_env.update(env or {})
-    return child_env
+    result["PYTHONUNBUFFERED"] = "1"
+    for name, value in (env or {}).items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = value
+    return result
 
 
 class Running:
-    """A child started by `start_python`; `finish()` waits for it and returns how it ended."""
+    """A child started by `start`; `finish()` waits for it and returns how it ended."""
 
-    def __init__(self, args: Sequence[str], *, timeout: float, what: str,
-                 env: Mapping[str, str] | None = None, nice: int = 0):
-        self.what, self.timeout = what, timeout
+    def __init__(self, job: Job):
+        self.job = job
         # `nice` execs the interpreter: the exit status and signals are the child's own.
-        command = (["nice", "-n", str(nice)] if nice else []) + [sys.executable, *args]
-        self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      cwd=ROOT, env=_child_env(env))
+        command = (["nice", "-n", str(job.nice)] if job.nice else []) + [sys.executable,
+                                                                          *job.args]
+        self._proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if job.merge_output else subprocess.PIPE,
+            cwd=job.cwd or ROOT, env=child_env(job.env), start_new_session=True)
+        self._start = time.monotonic()
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
 
     def finish(self) -> Finished:
-        """Waits (reading its output) until the child ends, at most `timeout` seconds from now.
+        """Waits (reading its output) until the child ends, at most `job.timeout` seconds from
+        now.
 
         Raises:
-          AssertionError: the child did not end in time; it is killed, and the message holds
+          ChildTimedOut: the child did not end in time; it is killed, and the exception holds
             its output until then.
         """
         try:
-            stdout, stderr = self._proc.communicate(timeout=self.timeout)
+            stdout, stderr = self._proc.communicate(timeout=self.job.timeout)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
+            self.kill()
             stdout, stderr = self._proc.communicate()
-            killed = Finished(-int(signal.SIGKILL), _text(stdout), _text(stderr))
-            raise AssertionError(f"{self.what} did not finish within {self.timeout:.0f} s and "
-                                 f"was killed; its output until then:\n"
-                                 f"{killed.output_tail()}") from None
+            raise ChildTimedOut(self.job, self._finished(-int(signal.SIGKILL), stdout,
+                                                         stderr)) from None
         except BaseException:  # KeyboardInterrupt: the child must not outlive the wait
             self.kill()
             raise
-        return Finished(self._proc.returncode, _text(stdout), _text(stderr))
+        return self._finished(self._proc.returncode, stdout, stderr)
+
+    def _finished(self, returncode: int, stdout, stderr) -> Finished:
+        return Finished(returncode, _text(stdout), _text(stderr), self.job.what,
+                        time.monotonic() - self._start)
 
     def renice(self, nice: int) -> None:
         """Sets the CPU priority of every thread of the child to `nice` below this process's,
@@ -113,48 +178,28 @@ class Running:
                 os.setpriority(os.PRIO_PROCESS, int(thread), priority)
 
     def kill(self) -> None:
-        """Ends the child now if it still runs (a test session that stops early)."""
+        """Ends the child and what it started (its session) now, if it still runs."""
         if self._proc.poll() is None:
-            self._proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
 
 
-def start_python(args: Sequence[str], *, timeout: float, what: str,
-                 env: Mapping[str, str] | None = None, nice: int = 0) -> Running:
-    """Starts `python ARGS` in a child process; see `run_python` and `Job` for the arguments."""
-    return Running(args, timeout=timeout, what=what, env=env, nice=nice)
+def start(job: Job) -> Running:
+    """Starts `python ARGS` for `job` in a child process."""
+    return Running(job)
 
 
-def run_python(args: Sequence[str], *, timeout: float, what: str,
-               env: Mapping[str, str] | None = None) -> Finished:
-    """Runs `python ARGS` in a child process and returns how it ended.
-
-    Args:
-      args: the arguments after the interpreter (`["-m", "pytest", ...]`, a script path, ...).
-      timeout: seconds before the child is killed and the calling test fails.
-      what: names the child in a failure message.
-      env: variables set in the child on top of this process's environment.
+def run(job: Job) -> Finished:
+    """Runs `python ARGS` for `job` in a child process and returns how it ended.
 
     Raises:
-      AssertionError: the child did not end within `timeout` (with its output so far).
+      ChildTimedOut: the child did not end within `job.timeout` (with its output so far).
 
     Example:
-        >>> run_python(["-c", "print(6 * 7)"], timeout=60, what="a product").stdout
+        >>> run(Job(["-c", "print(6 * 7)"], timeout=60, what="a product")).stdout
         '42\\n'
     """
-    return start_python(args, timeout=timeout, what=what, env=env).finish()
-
-
-@dataclasses.dataclass(frozen=True)
-class Job:
-    """A child for `ChildPool`: the arguments after the interpreter, as for `run_python`, its
-    time bound in seconds from its start, what failure messages call it, its variables, and
-    how much lower than this process its CPU priority is (`nice`: e.g. 10 for a child that
-    should use only the CPU time this process leaves)."""
-    args: Sequence[str]
-    timeout: float
-    what: str
-    env: Mapping[str, str] | None = None
-    nice: int = 0
+    return start(job).finish()
 
 
 class ChildPool:
@@ -180,7 +225,7 @@ class ChildPool:
         self._running = 0
         self._closed = False
         self._jobs = dict(jobs)
-        self._waiting = 0       # tests waiting in result(): children then get full priority
+        self._waiting = 0       # callers waiting in result(): children then get full priority
         self._children: dict[str, Running] = {}
         self._results = {name: concurrent.futures.Future() for name in jobs}
         self._started = {name: threading.Event() for name in jobs}
@@ -201,15 +246,14 @@ class ChildPool:
                 return
             self._running += 1
         try:
-            child = start_python(job.args, timeout=job.timeout, what=job.what, env=job.env,
-                                 nice=0 if self._waiting else job.nice)
+            child = start(dataclasses.replace(job, nice=0) if self._waiting else job)
             with self._cond:
                 self._children[name] = child
                 if self._closed:
                     child.kill()
             self._started[name].set()
             future.set_result(child.finish())
-        except BaseException as e:  # the test that asks for this child re-raises it
+        except BaseException as e:  # the caller who asks for this child re-raises it
             future.set_exception(e)
         finally:
             with self._cond:
@@ -224,7 +268,7 @@ class ChildPool:
     def result(self, name: str) -> Finished:
         """Waits for child `name` and returns how it ended (raises what `finish` raised).
 
-        While a test waits here this process leaves the CPU to the children: those running
+        While a caller waits here this process leaves the CPU to the children: those running
         get its priority (see `Job.nice`) until the wait ends."""
         if name not in self._results:
             raise AssertionError(f"no child {name!r} in this pool; it has "
@@ -239,8 +283,8 @@ class ChildPool:
             self._set_waiting(-1)
 
     def _set_waiting(self, change: int) -> None:
-        """Counts a test starting (+1) or ending (-1) a wait; renices the running children to
-        this process's priority while one waits, else back to their jobs' own."""
+        """Counts a caller starting (+1) or ending (-1) a wait; renices the running children
+        to this process's priority while one waits, else back to their jobs' own."""
         with self._cond:
             self._waiting += change
             for name, child in self._children.items():
@@ -253,4 +297,3 @@ class ChildPool:
             self._cond.notify_all()
             for child in self._children.values():
                 child.kill()
-

@@ -1,6 +1,6 @@
 """The Flax imagenet example's ResNet (its `ResNetBlock` and `ResNet` modules, BatchNorm
-included), for bfloat16 checks of the plain lowering: tests/saved_model_tools/
-test_plain_bf16_resnet.py and tools/plain_bf16_resnet.py.
+included), for bfloat16 checks of the plain lowering: tools/plain_bf16_resnet.py and its CI slice
+tests/saved_model_tools/test_plain_bf16_resnet.py.
 
 Written here from the example's structure (nothing is downloaded): a 7x7/2 stem convolution,
 BatchNorm, ReLU and 3x3/2 SAME max pooling, then stages of two-convolution blocks (the first

@@ -1,7 +1,10 @@
-"""Node (@tensorflow/tfjs, pure JS CPU backend) and headless Chromium, for the TF.js tests.
+"""Node (@tensorflow/tfjs, pure JS CPU backend) and headless Chromium, for the TF.js tests
+and benchmarks/tfjs_node.py.
 
-`npm ci --prefix tests/tfjs` installs the pinned package (CI: .ci/run); Debian's `chromium`
-is the browser. A missing runtime skips with the reason.
+`npm ci --prefix tests/tfjs` installs the pinned package (CI: .ci/run) beside
+tests/tfjs/run_model.js, the Node script that runs a model; Debian's `chromium` is the
+browser. A missing runtime raises `RuntimeMissing` with the reason: a `unittest.SkipTest`,
+so a test that needs it is skipped with that reason.
 """
 from __future__ import annotations
 
@@ -11,31 +14,40 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import unittest
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-HERE = Path(__file__).resolve().parent
-TFJS_BUNDLE = HERE / "node_modules" / "@tensorflow" / "tfjs" / "dist" / "tf.min.js"
+# The npm package's folder: package.json, package-lock.json, node_modules and run_model.js.
+TFJS_DIR = Path(__file__).resolve().parent.parent / "tests" / "tfjs"
+TFJS_BUNDLE = TFJS_DIR / "node_modules" / "@tensorflow" / "tfjs" / "dist" / "tf.min.js"
 CHROMIUM_TIMEOUT_S = 120
 
 
+class RuntimeMissing(unittest.SkipTest):
+    """Node, the installed @tensorflow/tfjs or Chromium is missing here; the message says which
+    and how to install it (pytest reports it as a skip with that reason)."""
+
+
 def require_node() -> str:
+    """The `node` executable, once @tensorflow/tfjs is installed (else `RuntimeMissing`)."""
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed (TF.js tests need Node 18+)")
+        raise RuntimeMissing("node is not installed (TF.js tests need Node 18+)")
     if not TFJS_BUNDLE.exists():
-        pytest.skip(f"@tensorflow/tfjs is not installed: run `npm ci --prefix {HERE}`")
+        raise RuntimeMissing(
+            f"@tensorflow/tfjs is not installed: run `npm ci --prefix {TFJS_DIR}`")
     return node
 
 
 def require_chromium() -> str:
+    """The Chromium executable, once Node's @tensorflow/tfjs is there (else `RuntimeMissing`)."""
     require_node()
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
             return shutil.which(name)
-    pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    raise RuntimeMissing("no chromium on PATH (Debian: apt-get install chromium)")
 
 
 def _request(inputs: dict[str, np.ndarray]) -> dict:
@@ -51,10 +63,11 @@ def _arrays(outputs: list[dict]) -> list[np.ndarray]:
 def run_in_node(model_dir, inputs: dict[str, np.ndarray], repeat: int = 0):
     """(outputs as numpy arrays in signature order, ms per call or None)."""
     node = require_node()
+    script = str(TFJS_DIR / "run_model.js")
     with tempfile.TemporaryDirectory() as tmp:
         request, result = Path(tmp, "request.json"), Path(tmp, "result.json")
         request.write_text(json.dumps({"inputs": _request(inputs), "repeat": repeat}))
-        proc = subprocess.run([node, str(HERE / "run_model.js"), str(model_dir), str(request),
+        proc = subprocess.run([node, script, str(model_dir), str(request),
                                str(result)], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         data = json.loads(result.read_text())
@@ -69,7 +82,7 @@ def run_calls_in_node(calls: list[tuple[object, dict[str, np.ndarray]]]) -> list
         request, result = Path(tmp, "calls.json"), Path(tmp, "results.json")
         request.write_text(json.dumps([{"model": str(model_dir), "inputs": _request(inputs)}
                                        for model_dir, inputs in calls]))
-        proc = subprocess.run([node, str(HERE / "run_model.js"), "--calls", str(request),
+        proc = subprocess.run([node, str(TFJS_DIR / "run_model.js"), "--calls", str(request),
                                str(result)], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return [_arrays(r["outputs"]) for r in json.loads(result.read_text())]

@@ -1,6 +1,7 @@
-"""tests/isolated_process.py's ChildPool, which runs the suite's long children (the linalg checks)
-side by side: each child keeps its own output and exit status, no more than `parallel` run at
-once, in the order given, a hung child is killed at its bound, and `close` leaves none running.
+"""tools/child_runner.py, which runs the suite's children (the linalg checks side by side in its
+ChildPool) and the docs pages: each child keeps its own output and exit status, no more than
+`parallel` run at once, in the order given, a hung child is killed at its bound with what it
+started, and `close` leaves none running.
 
 The children are bare `python -c` programs (no imports), so this file takes a few seconds.
 """
@@ -9,7 +10,8 @@ import signal
 
 import pytest
 
-from tests.isolated_process import ChildPool, Job
+from tools import child_runner
+from tools.child_runner import ChildPool, Job
 
 # Appends "<event> <name>" to the file argv[1] in one write (O_APPEND: lines never interleave).
 _LOG = "import os, sys; os.write(os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND), b'{} {}\\n')"
@@ -89,3 +91,37 @@ def test_a_low_priority_child_runs_niced_and_keeps_its_own_exit_status():
     finally:
         pool.close()
     assert (run.returncode, run.stdout) == (3, f"{min(parent + 5, 19)}\n"), run
+
+
+def test_a_timed_out_child_is_killed_with_what_it_started_and_its_output_kept(tmp_path):
+    """The child starts a grandchild (as a docs page starts bash, which starts the CLI) and
+    hangs; at the bound both end, and the exception holds the child's merged output."""
+    pid_file = tmp_path / "grandchild.pid"
+    code = ("import subprocess, sys; g = subprocess.Popen([sys.executable, '-c', "
+            f"{_HANG!r}]); open(sys.argv[1], 'w').write(str(g.pid)); "
+            "print('to stdout', flush=True); print('to stderr', file=sys.stderr, flush=True); "
+            + _HANG)
+    job = Job(["-c", code, str(pid_file)], timeout=2, what="the parent child",
+              merge_output=True)
+    with pytest.raises(child_runner.ChildTimedOut, match="the parent child did not finish "
+                                                         "within 2 s") as caught:
+        child_runner.run(job)
+    finished = caught.value.finished
+    assert (finished.returncode, finished.stdout, finished.stderr) == (
+        -signal.SIGKILL, "to stdout\nto stderr\n", "")
+    grandchild = int(pid_file.read_text())
+    # Killed with its session, so already gone or a zombie nobody reaped (its parent died).
+    state = open(f"/proc/{grandchild}/stat").read().split(")")[-1].split()[0] \
+        if os.path.exists(f"/proc/{grandchild}/stat") else "gone"
+    assert state in ("gone", "Z"), state
+
+
+def test_a_child_gets_its_variables_and_working_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHILD_RUNNER_DROPPED", "parent's")
+    code = ("import os; print(os.getcwd(), os.environ.get('CHILD_RUNNER_SET'), "
+            "os.environ.get('CHILD_RUNNER_DROPPED'), "
+            "os.environ['PYTHONPATH'].split(os.pathsep)[0])")
+    run = child_runner.run(Job(["-c", code], timeout=120, what="the env child", cwd=tmp_path,
+                               env={"CHILD_RUNNER_SET": "1", "CHILD_RUNNER_DROPPED": None}))
+    assert (run.returncode, run.stdout.split()) == (
+        0, [str(tmp_path), "1", "None", str(child_runner.ROOT)]), run
