@@ -28,9 +28,9 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "convert": "jax2tf_native.converter",
-    "input_signature": "jax2tf_native.poly_specs",
-    "call_exported": "jax2tf_native.from_exported",
-    "deserialize": "jax2tf_native.from_exported",
+    "input_signature": "jax2tf_native.arg_specs",
+    "call_exported": "jax2tf_native.exported_call",
+    "deserialize": "jax2tf_native.exported_call",
     "check_grads_tf": "jax2tf_native.grad_check",
     "convert_model": "jax2tf_native.frameworks.functional",
     "JaxLayer": "jax2tf_native.keras_layer",

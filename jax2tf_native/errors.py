@@ -59,7 +59,7 @@ class JaxTransformationError(ValueError, TypeError):
 
 class CallTfShapeError(PolymorphicShapeError):
     """A `call_tf` under polymorphic shapes has a result whose shape TF cannot infer from the
-    argument shapes (jax2tf_native.call_tf_shapes), or sits where the call cannot be split."""
+    argument shapes (jax2tf_native.call_tf_result_shapes), or sits where the call cannot be split."""
 
 
 def first_line(error: BaseException) -> str:

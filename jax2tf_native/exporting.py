@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from jax2tf_native import _jax_internals, dim_vars, linalg_portable, tf_runner
+from jax2tf_native import _jax_internals, arg_shape_check, linalg_portable, prepared_export
 from jax2tf_native import shardings as shardings_lib
 from jax2tf_native.errors import ArgumentShapeError, first_line
 from jax2tf_native.linalg import nonsymmetric_rules
@@ -196,8 +196,8 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
             raise indivisible from e
         if not str(e).startswith("Cannot solve for values of dimension variables"):
             raise
-        raise dim_vars.unsolvable_error(specs, first_line(e)) from e
-    return tf_runner.prepare(exported, specs, constraints=constraints,
+        raise arg_shape_check.unsolvable_error(specs, first_line(e)) from e
+    return prepared_export.prepare(exported, specs, constraints=constraints,
                              stablehlo_version=options.stablehlo_version,
                              tf_functions=tuple(tf_functions),
                              target=options.target_tf, written_here=True, plain=options.plain)

@@ -5,7 +5,7 @@ calling-convention versions a TF reads, platforms, gradient tapes. It never impo
 `jax2tf_native` or user code: it receives `jax.export.Exported` records, parsed MLIR modules
 and TF tensors. (Re-serializing and checking a module uses JAX's MLIR bindings, and `dtypes`
 maps JAX's float0, so those modules import `jax`; `platforms`, `mlir_walk`, `gradient_ops`,
-`tape_state`, `runnable`, `shardings`, `custom_call_allowlist`, `versions`, `tf_targets` and
+`tape_state`, `host_can_run`, `shardings`, `custom_call_allowlist`, `versions`, `tf_targets` and
 `exactness` import no JAX.)
 
 What it owns, precisely: every TF op on the path of a converted call (`convert`,
@@ -20,7 +20,7 @@ What it owns, precisely: every TF op on the path of a converted call (`convert`,
   (`tape_state`).
 Four places of `jax2tf_native` build TF ops too, on purpose: `gradients` wraps a call in
 `tf.custom_gradient` (with its "jax2tf_vjp" name scope) because the unit's forward and backward
-are `jax2tf_native` functions that TF calls back; `dim_vars` builds the dimension arithmetic
+are `jax2tf_native` functions that TF calls back; `arg_shape_check` builds the dimension arithmetic
 and `tf.debugging` asserts of symbolic shapes, which raise `jax2tf_native.errors`;
 `call_tf_split` runs the user's TF function between the converted stretches of a function
 split at a symbolic `call_tf` (its constants and the casts back to JAX's dtypes); and the
@@ -38,7 +38,7 @@ user-facing TF objects (`tf_args`' tensors, `tf_variables`, `keras_layer`, `fram
 - `module_for_tf`: re-serializes an exported module so that a given TF can deserialize it.
 - `module_verify`: checks a parsed module and its artifact's fields before use.
 - `platforms`: the one list of platform names, and their validation.
-- `runnable`: whether this host can run a module (platforms, multi-device ops), without JAX.
+- `host_can_run`: whether this host can run a module (platforms, multi-device ops), without JAX.
 - `shardings`: XlaSharding ops carrying a module's input/output shardings in graphs.
 - `tape_state`: what TF's gradient tapes record now.
 - `tf_targets`: the TF versions we target, measured (StableHLO version, calling convention).

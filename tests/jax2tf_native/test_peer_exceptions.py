@@ -234,7 +234,7 @@ PEER_BASES = {
 INTERNAL = {"jax2tf_native.errors.SymbolicCallTfFound",
             "jax2tf_native.vjp_functions.RematerializationRequested",
             "jax2tf_native.lapack_rewrite.adapters.NotRewritableError",
-            "jax2tf_native.dim_vars._Unknown", "jax2tf_native.dim_vars._NonLinear",
+            "jax2tf_native.dim_expressions.Unknown", "jax2tf_native.dim_expressions.NonLinear",
             "saved_model_tools.export_fit._MissingParameter"}
 
 
