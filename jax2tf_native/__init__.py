@@ -42,7 +42,7 @@ _EXPORTS = {
     "ModuleNotRunnableHereError": "jax2tf_native.errors",
     "GradientSpecError": "jax2tf_native.errors",
     "PolymorphicShapeError": "jax2tf_native.errors",
-    "NonPortableLinalgError": "jax2tf_native.linalg_portable",
+    "NonPortableLinalgError": "jax2tf_native.errors",
     "JaxTransformationError": "jax2tf_native.errors",
     "CallTfShapeError": "jax2tf_native.errors",
     "PlainLoweringError": "jax2tf_native.errors",

@@ -17,6 +17,7 @@ from jax2tf_native import (arg_specs, call_tf_split, errors, export_cache, expor
                            tf_args)
 from jax2tf_native.function_node import DifferentiableFunction
 from tf_ops import arguments as tf_arguments
+from tf_ops import custom_call_check
 from tf_ops import platforms as tf_platforms
 from tf_ops import tf_targets
 
@@ -187,7 +188,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
                 platforms if platforms is not None else native_serialization_platforms,
                 keyword=("platforms" if platforms is not None
                          else "native_serialization_platforms")),
-            disabled_checks=exporting.canonical_disabled_checks(
+            disabled_checks=custom_call_check.canonical_disabled_checks(
                 disabled_checks or native_serialization_disabled_checks,
                 keyword=("disabled_checks" if disabled_checks
                          else "native_serialization_disabled_checks")),

@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import logging
 import threading
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax
 
@@ -21,25 +21,6 @@ logger = logging.getLogger("jax2tf_native")
 # jax.export reads the calling-convention version from global JAX config; changing it for one
 # export must not race with another thread's export.
 _VERSION_LOCK = threading.Lock()
-
-
-def canonical_disabled_checks(checks: Sequence[Any], keyword: str = "disabled_checks"
-                              ) -> tuple[jax.export.DisabledSafetyCheck, ...]:
-    """Validates `disabled_checks`: each must be a `jax.export.DisabledSafetyCheck`; errors say
-    `keyword`, the name the caller used (e.g. "native_serialization_disabled_checks")."""
-    if checks is None:
-        return ()
-    if isinstance(checks, (str, jax.export.DisabledSafetyCheck)):
-        checks = (checks,)
-    result = []
-    for check in checks:
-        if not isinstance(check, jax.export.DisabledSafetyCheck):
-            raise TypeError(
-                f"{keyword} entries must be jax.export.DisabledSafetyCheck values, got "
-                f"{check!r}. Fix: e.g. {keyword}=[jax.export.DisabledSafetyCheck."
-                f"custom_call('my_target')] or [jax.export.DisabledSafetyCheck.platform()].")
-        result.append(check)
-    return tuple(result)
 
 
 def negotiated_calling_convention_version(target_max: int | None = None) -> int:

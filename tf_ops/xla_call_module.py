@@ -3,7 +3,7 @@
 `TfModule` is everything the op needs, computed once per `jax.export.Exported`; `call` builds the
 op from it, eagerly or in a graph. This is the only place that knows the op's attributes, and
 the one place that decides which ops run a module: with `plain=True` (`enable_xla=False`) the
-module runs as ordinary TF ops instead (`plain_module`), with no XLA op, sharding op or
+module runs as ordinary TF ops instead (`tf_ops.plain`), with no XLA op, sharding op or
 platform guard around it.
 
 Modules that this host cannot run (see `host_can_run`) still build: in a graph the op is preceded by
@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as _tfxla
 
-from tf_ops import custom_call_check, dtypes, module_for_tf, module_verify, plain_module
-from tf_ops import platforms, host_can_run
-from tf_ops import shardings, tf_targets, versions
+from tf_ops import custom_call_check, dtypes, host_can_run, module_for_tf, module_verify
+from tf_ops import platforms, shardings, tf_targets, versions
+from tf_ops.plain import PlainModule, module_from_exported
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
 _CALL_TF_TARGET = "tf.call_tf_function"
@@ -80,7 +80,7 @@ class TfModule:
     out_shardings: tuple = ()
     use_shardy: bool = False
     problem_here: str | None = None
-    plain: plain_module.PlainModule | None = dataclasses.field(default=None, compare=False)
+    plain: PlainModule | None = dataclasses.field(default=None, compare=False)
 
     @property
     def platform_check_disabled(self) -> bool:
@@ -118,7 +118,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
       written_here: the module bytes come from `jax.export` in this process (see
         `module_for_tf.module_bytes_for_tf`).
       plain: run the module as ordinary TF ops (`enable_xla=False`): every op is checked here
-        (`plain_module.plain_module_from_exported`) instead of the XlaCallModule checks; no
+        (`tf_ops.plain.module_from_exported`) instead of the XlaCallModule checks; no
         module bytes are written (`module` is empty), `target` and `checks` do not apply, and
         the module needs no TF host platform.
 
@@ -171,7 +171,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         # No XlaCallModule op will read the module: nothing is written for a TF version (whose
         # StableHLO version or calling convention does not apply to plain ops); the lowering
         # reads and checks the module itself.
-        lowered = plain_module.plain_module_from_exported(exported, len(tf_functions))
+        lowered = module_from_exported(exported, len(tf_functions))
         module, shardy = b"", [False]
     else:
         lowered = None

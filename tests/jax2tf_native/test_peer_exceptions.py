@@ -214,7 +214,7 @@ PEER_BASES = {
         "The current platform CPU is not among the platforms required by the module"),
     "jax2tf_native.errors.ExportedModuleError": (ValueError, None),
     "jax2tf_native.errors.GradientSpecError": (ValueError, None),
-    "jax2tf_native.linalg.errors.NonPortableLinalgError": (ValueError, None),
+    "jax2tf_native.errors.NonPortableLinalgError": (ValueError, None),
     "jax2tf_native.grad_check.GradientCheckError": (AssertionError, None),
     "tf_ops.custom_call_check.CustomCallNotAllowedError": (ValueError, None),
     "tf_ops.tf_targets.TargetTfError": (ValueError, None),
