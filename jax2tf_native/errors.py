@@ -83,8 +83,10 @@ class ModuleNotRunnableHereError(_TfErrorMixin, ExportedModuleError, tf.errors.N
 
 
 class NonPortableLinalgError(ValueError):
-    """A linear-algebra operation cannot be lowered to TF-runnable StableHLO (raised at export
-    by `jax2tf_native.linalg`, the portable lowering, for what it does not cover).
+    """A linear-algebra operation cannot be lowered to TF-runnable StableHLO.
+
+    Raised at export by `jax2tf_native.linalg`, the portable lowering, for what it does not
+    cover.
 
     Attributes:
         primitive: name of the JAX primitive (e.g. ``"eig"``), or ``None`` when the

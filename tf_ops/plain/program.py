@@ -1,4 +1,4 @@
-"""A StableHLO module read into plain Python records, ready to be lowered to TF ops.
+"""A StableHLO module read into Python records, ready to be lowered to TF ops.
 
 `read_program(module_text)` parses the module once with JAX's MLIR bindings and copies what the
 lowering needs into frozen records (`Program`, `Function`, `Region`, `Op`, `TensorType`):
