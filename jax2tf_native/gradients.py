@@ -6,7 +6,7 @@ gradient. A call's trip goes down, one layer at a time:
 
     gradients.call             what runs, from the tapes recording now (tf_ops.tape_state)
       -> node.forward_plan     which export the forward op runs, made once (the node's layer:
-                               differentiable / exported_function -> exporting, vjp_functions)
+                               function_node / exported_node -> exporting, vjp_functions)
       -> prepared_export.call_flat   the XlaCallModule op (tf_ops.xla_call_module)
       -> tf_ops.gradient_ops   the gradient cuts around it
     and when TF asks for the gradient, from the unit's backward (this module):
@@ -15,7 +15,7 @@ gradient. A call's trip goes down, one layer at a time:
                                derivative order up
 
 A node offers `name`, `diff_in`, `primal()`, `forward_plan(watched)` and
-`backward_plan(with_residuals)`, the plans being data only (`function_node.ForwardPlan`,
+`backward_plan(with_residuals)`, the plans being data only (`gradient_plans.ForwardPlan`,
 `BackwardPlan`), so that this module reads top to bottom and never calls back and forth.
 This module builds one kind of TF op itself: the `tf.custom_gradient` units, whose forward and
 backward are the functions below (a unit built in `tf_ops` would call back up into them).
