@@ -77,7 +77,7 @@ def run(rounds: int = 5) -> dict:
         "Seconds from a fresh JAX function to its first result: convert (+ tf.function trace) "
         "+ export + XLA compile + run; JAX: jax.jit trace + compile + run. Each call uses a new "
         "function with a unique constant, so no cache hits. Ours with default options (no tape "
-        "records: only the plain module is exported and compiled, as jax2tf does) and with "
+        "records: only the primal module is exported and compiled, as jax2tf does) and with "
         "gradient_mode='recompute'. Target: ours <= 1.05x jax2tf.")
     return rows.section("conversion", "Conversion time (first result)", description, out,
                         {"rounds": rounds})

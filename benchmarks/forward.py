@@ -2,7 +2,7 @@
 
 Each TF candidate is a `tf.function` closing over `tf.Variable` parameters (as a served model
 does), with and without `jit_compile`. Ours runs twice: with default options (a gradient may
-be taken later; with no tape recording the forward op is the plain module) and with
+be taken later; with no tape recording the forward op is the primal module) and with
 `with_gradient=False`. Targets: ours <= 1.05x `jax.jit` at batch 256 (issue 7); default <= 1.05x
 `with_gradient=False`, and with `jit_compile` <= 1.02x the peer (issue 15).
 Run alone: `python -m benchmarks.forward [--rounds N]`.
@@ -103,7 +103,7 @@ def run(rounds: int = 30, jit_only: bool = False) -> dict:
     description = (
         "Forward pass per call, parameters as tf.Variables, input a tf.Tensor, result copied to "
         "numpy (JAX: block_until_ready). `ours (default)`: convert's default options (no tape "
-        "records, so the forward op is the plain module and nothing else is exported); "
+        "records, so the forward op is the primal module and nothing else is exported); "
         "`ours (with_gradient=False)`: no gradient possible. Each round times a block of "
         "consecutive calls per candidate (benchmarks/calibrate.py), after one untimed call, in an "
         "order that changes every round. Targets: ours/JAX <= 1.05 "

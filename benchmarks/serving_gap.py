@@ -2,7 +2,7 @@
 
 Three SavedModels of the same CNN are served through `loaded.signatures["serving_default"]`:
   ours save(jit_compile=False) -- `saved_model_tools.save` before this investigation: the
-                                signature as a plain tf.function.
+                                signature as a tf.function without jit_compile.
   ours save()                  -- `save` as shipped now: the signature built with
                                 `jit_compile=True` (the change this investigation measured).
   jax2tf recipe              -- the peer's documented recipe (tf.Module + Variables +

@@ -3,7 +3,7 @@
   forward     ours/JAX <= 1.05 for forward rows at batch 256
   inference   default convert <= 1.05x with_gradient=False (tf.function, every forward workload)
   inference   with jit_compile: default convert <= 1.02x jax2tf
-  gradient    default ours/JAX <= 1.10 in a plain tf.function, <= 1.05 with jit_compile
+  gradient    default ours/JAX <= 1.10 in a tf.function without jit_compile, <= 1.05 with jit_compile
   dispatch    ours eager <= 1.5x ours tf.function (tiny function)
   conversion  ours <= 1.05x jax2tf for every conversion row of the default options
   serving     a loaded `saved_model_tools.save()` signature <= the peer's recipe (b1, b64)

@@ -105,7 +105,7 @@ def section(result: dict) -> dict:
         "parameters only, so the forward op returns their residuals and the backward op "
         "computes their cotangents only; TF compiles the two as one XLA program), and with "
         "gradient_argnums=0 (the same, said "
-        "explicitly). Targets: default ours/JAX <= 1.10 in a plain tf.function, <= 1.05 with "
+        "explicitly). Targets: default ours/JAX <= 1.10 in a tf.function without jit_compile, <= 1.05 with "
         "jit_compile.")
     details = {name: {"max_grad_error_vs_jax": r["max_grad_error_vs_jax"]}
                for name, r in result["workloads"].items()}

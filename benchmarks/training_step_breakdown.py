@@ -1,4 +1,4 @@
-"""Where a training step's time goes in a plain `tf.function` (no jit_compile), vs JAX.
+"""Where a training step's time goes in a `tf.function` without `jit_compile`, vs JAX.
 
 The step of `benchmarks.training_step` (tape through our converted loss, default options) is
 taken apart into its two XlaCallModule ops, each timed alone, and the same two exported modules
@@ -39,7 +39,7 @@ import tensorflow as tf  # noqa: E402
 
 import jax2tf_native  # noqa: E402
 from benchmarks import harness, training_step  # noqa: E402
-from jax2tf_native import gradients, tf_runner, vjp_functions  # noqa: E402
+from jax2tf_native import gradients, prepared_export, vjp_functions  # noqa: E402
 from tf_ops import gradient_ops  # noqa: E402
 
 
@@ -98,11 +98,11 @@ def candidates_for(name: str) -> tuple[dict, dict]:
 
     @tf.function(autograph=False)
     def tf_fwd():
-        return tf_runner.call_flat(forward.prepared, flat_tf())
+        return prepared_export.call_flat(forward.prepared, flat_tf())
 
     @tf.function(autograph=False)
     def tf_plain():
-        return tf_runner.call_flat(node.primal(), flat_tf())
+        return prepared_export.call_flat(node.primal(), flat_tf())
 
     outs = tf_fwd()
     residuals = [tf.identity(r) for r in forward.structure.residuals(flat_tf(), outs[n_out:])]
@@ -110,14 +110,14 @@ def candidates_for(name: str) -> tuple[dict, dict]:
 
     @tf.function(autograph=False)
     def tf_bwd():
-        return tf_runner.call_flat(backward, residuals + [ones])
+        return prepared_export.call_flat(backward, residuals + [ones])
 
     @tf.function(autograph=False)
     def tf_fwd_bwd():
         xs = flat_tf()
-        o = tf_runner.call_flat(forward.prepared, xs)
+        o = prepared_export.call_flat(forward.prepared, xs)
         res = forward.structure.residuals(xs, o[n_out:])
-        return o[0], tf_runner.call_flat(backward, res + [tf.ones_like(o[0])])
+        return o[0], prepared_export.call_flat(backward, res + [tf.ones_like(o[0])])
 
     jax_fwd = jax.jit(lambda *a: forward.prepared.exported.call(*a))
     jax_bwd = jax.jit(lambda *a: backward.exported.call(*a))

@@ -21,6 +21,27 @@ and a submodule such as `jax2tf_native.example_model` imports only what it needs
                           GradientCheckError, GradientSpecError, NonPortableLinalgError,
                           ModuleNotRunnableHereError, CallTfShapeError,
                           PlainLoweringError (enable_xla=False).
+
+Inside, a convert's path in module order (docs/gradient_path.md follows one call):
+  converter            -- `convert`: options, then per call `tf_args` (the TF arguments as
+                          leaves), `arg_specs` (polymorphic_shapes -> specs for jax.export) and
+                          `flat_function` (the user's function on flat leaves).
+  function_node        -- the gradient node of a converted function: its exports, made lazily
+                          (`exporting`, with `vjp_functions`: forward with residuals, backward,
+                          recomputed VJP); `exported_node` is the node of a `jax.export`
+                          artifact; both hand `gradient_plans` to `gradients`.
+  gradients            -- what runs for a call, from the tapes recording now, and TF's gradient.
+  prepared_export      -- an export made ready for TF, the argument checks (`arg_shape_check`,
+                          on `dim_expressions`) and the XlaCallModule call (tf_ops).
+  exported_call        -- `call_exported` / `deserialize`: an artifact checked in a sandbox
+                          child (`artifact_sandbox`, `sandbox_server`), refined to its
+                          declared shapes (`declared_shapes`), run through the same layers.
+  call_tf_split, call_tf_result_shapes -- a symbolic `call_tf`: the function split at it, and
+                          its result shapes from TF's shape inference.
+  linalg (linalg_portable), lapack_rewrite -- linear algebra TF can run: portable lowering
+                          rules, and LAPACK custom calls rewritten in existing artifacts.
+  shardings, export_cache, tf_variables, keras_layer, grad_check, frameworks, example_model,
+  errors, _jax_internals (the only JAX internals, each pinned by a test).
 """
 import importlib
 
@@ -28,9 +49,9 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "convert": "jax2tf_native.converter",
-    "input_signature": "jax2tf_native.poly_specs",
-    "call_exported": "jax2tf_native.from_exported",
-    "deserialize": "jax2tf_native.from_exported",
+    "input_signature": "jax2tf_native.arg_specs",
+    "call_exported": "jax2tf_native.exported_call",
+    "deserialize": "jax2tf_native.exported_call",
     "check_grads_tf": "jax2tf_native.grad_check",
     "convert_model": "jax2tf_native.frameworks.functional",
     "JaxLayer": "jax2tf_native.keras_layer",
@@ -42,7 +63,7 @@ _EXPORTS = {
     "ModuleNotRunnableHereError": "jax2tf_native.errors",
     "GradientSpecError": "jax2tf_native.errors",
     "PolymorphicShapeError": "jax2tf_native.errors",
-    "NonPortableLinalgError": "jax2tf_native.linalg_portable",
+    "NonPortableLinalgError": "jax2tf_native.errors",
     "JaxTransformationError": "jax2tf_native.errors",
     "CallTfShapeError": "jax2tf_native.errors",
     "PlainLoweringError": "jax2tf_native.errors",

@@ -236,8 +236,8 @@ def _call_tf_closure(params: dict, name: str):
 
 
 # Why: a call_tf equation's parameters are jax2tf's private interface, and the split at a
-# symbolic call_tf (call_tf_split, call_tf_shapes) needs four of them: the TF function
-# (`function_flat_tf`, a tf.function, and `callable_flat_tf`, its plain callable), the TF
+# symbolic call_tf (call_tf_split, call_tf_result_shapes) needs four of them: the TF function
+# (`function_flat_tf`, a tf.function, and `callable_flat_tf`, its Python callable), the TF
 # signature of the flat arguments (`args_flat_sig_tf`) and the declared result avals
 # (`output_avals`, from call_tf's output_shape_dtype; None when not declared).
 @dataclasses.dataclass(frozen=True)

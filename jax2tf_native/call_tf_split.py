@@ -3,7 +3,7 @@
 A module cannot hold a TF function whose result shape is symbolic (TF 2.21: the inlined form
 needs static shapes, the `call_tf_graph=True` custom call is rejected by XlaCallModule's shape
 refinement). So, when a converted function calls `call_tf` with symbolic shapes, it is traced
-to a jaxpr (the results get the shapes TF infers, `call_tf_shapes`), the calls are found at its
+to a jaxpr (the results get the shapes TF infers, `call_tf_result_shapes`), the calls are found at its
 top level (through `jax.jit`, `jax.checkpoint` and `call_tf`'s own `custom_vjp`, which are
 inlined), and each stretch of JAX between them is converted on its own (one XlaCallModule op
 each, with the normal gradients), while the TF function runs as ordinary TF ops on the tensors
@@ -26,10 +26,10 @@ import numpy as np
 import tensorflow as tf
 from jax.extend import core as jex_core
 
-from jax2tf_native import _jax_internals, gradients, tf_runner
-from jax2tf_native.call_tf_shapes import OutputShapeResolver
+from jax2tf_native import _jax_internals, gradients, prepared_export
+from jax2tf_native.call_tf_result_shapes import OutputShapeResolver
 from jax2tf_native.errors import CallTfShapeError, SymbolicCallTfFound
-from jax2tf_native.poly_specs import LeafSpec
+from jax2tf_native.arg_specs import LeafSpec
 from tf_ops import arguments as tf_arguments
 from tf_ops import dtypes as tf_dtypes
 from tf_ops import gradient_ops
@@ -274,7 +274,7 @@ class SplitFunction:
         return stages
 
     def __call__(self, leaves: Sequence) -> Any:
-        values, asserts = tf_runner.check_args(self.specs, leaves, self.constraints)
+        values, asserts = prepared_export.check_args(self.specs, leaves, self.constraints)
         if asserts:
             with tf.control_dependencies(asserts):
                 values = [tf.identity(v) for v in values]

@@ -12,10 +12,12 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from jax2tf_native import (call_tf_split, differentiable, errors, export_cache, exporting,
-                           gradients, poly_specs, shardings, tf_args, tf_runner, vjp_functions)
-from jax2tf_native.differentiable import DifferentiableFunction
+from jax2tf_native import (arg_specs, call_tf_split, errors, export_cache, exporting,
+                           flat_function, function_node, gradients, prepared_export, shardings,
+                           tf_args)
+from jax2tf_native.function_node import DifferentiableFunction
 from tf_ops import arguments as tf_arguments
+from tf_ops import custom_call_check
 from tf_ops import platforms as tf_platforms
 from tf_ops import tf_targets
 
@@ -74,7 +76,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
       gradient_mode: "residuals" (default): when a gradient tape records the call, the forward
         op also returns the VJP residuals of the inputs the tape watches and the backward op
         uses them, so the forward pass is not recomputed; when none records (inference), the
-        plain module runs and nothing else is exported. "recompute": the backward op
+        primal module runs and nothing else is exported. "recompute": the backward op
         recomputes the forward pass (jax2tf's behaviour). Gradients that do not come from a
         tape recording at the call (`tf.gradients`, an outer tape around a `tf.function`
         traced without one) recompute in both modes.
@@ -176,7 +178,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
         polymorphic_shapes=polymorphic_shapes,
         constraints=tuple(polymorphic_constraints),
         with_gradient=with_gradient,
-        gradient_mode=differentiable.check_gradient_mode(gradient_mode),
+        gradient_mode=function_node.check_gradient_mode(gradient_mode),
         gradient_order=_check_gradient_order(gradient_order),
         gradient_argnums=_check_positions("gradient_argnums", gradient_argnums),
         gradient_outputs=_check_positions("gradient_outputs", gradient_outputs),
@@ -186,7 +188,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
                 platforms if platforms is not None else native_serialization_platforms,
                 keyword=("platforms" if platforms is not None
                          else "native_serialization_platforms")),
-            disabled_checks=exporting.canonical_disabled_checks(
+            disabled_checks=custom_call_check.canonical_disabled_checks(
                 disabled_checks or native_serialization_disabled_checks,
                 keyword=("disabled_checks" if disabled_checks
                          else "native_serialization_disabled_checks")),
@@ -194,7 +196,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
             linalg=exporting.check_linalg_mode(linalg), target_tf=target,
             plain=not enable_xla),
     )
-    poly_specs.make_scope(options.constraints)  # Reject malformed constraints now.
+    arg_specs.make_scope(options.constraints)  # Reject malformed constraints now.
     return _Converted(fun, options, cache_size)
 
 
@@ -255,7 +257,7 @@ def _check_residual_policy(policy, gradient_mode: str):
 
 
 def _gradient_leaves(argnums: tuple[int, ...] | None, args: tuple,
-                     specs: Sequence[poly_specs.LeafSpec]) -> tuple[int, ...] | None:
+                     specs: Sequence[arg_specs.LeafSpec]) -> tuple[int, ...] | None:
     """Flat leaf indices of the positional arguments in `argnums` (None: all leaves)."""
     if argnums is None:
         return None
@@ -271,7 +273,7 @@ def _gradient_leaves(argnums: tuple[int, ...] | None, args: tuple,
         if i in argnums:
             leaves.extend(range(start, start + n))
         start += n
-    if argnums and not any(vjp_functions.is_differentiable(specs[j].dtype) for j in leaves):
+    if argnums and not any(flat_function.is_differentiable(specs[j].dtype) for j in leaves):
         chosen = ", ".join(f"{specs[j].path}: {specs[j].dtype}" for j in leaves) or "no arrays"
         raise errors.GradientSpecError(
             f"gradient_argnums={list(argnums)} selects no float or complex array ({chosen}), "
@@ -288,7 +290,7 @@ class _Converted:
         self._options = options
         # By the TF-side signature (concrete shapes when eager) -> DifferentiableFunction whose
         # checks passed for those shapes: a hit skips all Python work but the call.
-        self._checked = tf_runner.CheckedSignatures(cache_size)
+        self._checked = prepared_export.CheckedSignatures(cache_size)
         self._by_call_signature = self._checked.cache  # its LRU cache (tests read its size)
         # By the exported signature (symbolic dims as strings): all batch sizes share one export.
         self._by_export_signature = export_cache.LruCache(cache_size)
@@ -299,7 +301,7 @@ class _Converted:
 
     @property
     def jax_function(self) -> Callable:
-        """The JAX function converted (call_tf_shapes infers a call_tf of it from JAX)."""
+        """The JAX function converted (call_tf_result_shapes infers a call_tf of it from JAX)."""
         return self._fun
 
     @property
@@ -341,8 +343,8 @@ class _Converted:
               ) -> DifferentiableFunction | call_tf_split.SplitFunction:
         options = self._options
         n_positional = len(jax.tree_util.tree_leaves(args))
-        scope = options.scope or poly_specs.make_scope(options.constraints)
-        specs = poly_specs.leaf_specs(leaves, n_positional, options.polymorphic_shapes, args, scope)
+        scope = options.scope or arg_specs.make_scope(options.constraints)
+        specs = arg_specs.leaf_specs(leaves, n_positional, options.polymorphic_shapes, args, scope)
         specs = [dataclasses.replace(s, dtype=jax.dtypes.canonicalize_dtype(s.dtype)) for s in specs]
         export_key = (treedef, tuple((s.path, tuple(map(str, s.shape)), s.dtype) for s in specs),
                       export_cache.jax_config_key())
@@ -375,11 +377,11 @@ class _Converted:
             body = shardings.body(self._fun, declared)
             if may_split:
                 body = call_tf_split.traced_raising_at_symbolic_call_tf(body)
-            flat = vjp_functions.flatten_user_function(
+            flat = flat_function.flatten_user_function(
                 body, treedef, structs, name,
                 gradient_inputs=_gradient_leaves(options.gradient_argnums, args, specs),
                 gradient_outputs=options.gradient_outputs)
-            # Nothing is exported yet: the call exports what it runs (the plain module when no
+            # Nothing is exported yet: the call exports what it runs (the primal module when no
             # tape records, the residual forward of the watched inputs when one does).
             return DifferentiableFunction(flat, specs, options.export, options.gradient_mode,
                                           options.constraints, options.residual_policy,

@@ -9,6 +9,8 @@ match; ours then adds the argument path, expected vs got, and the fix.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorflow as tf
 
 
@@ -59,7 +61,7 @@ class JaxTransformationError(ValueError, TypeError):
 
 class CallTfShapeError(PolymorphicShapeError):
     """A `call_tf` under polymorphic shapes has a result whose shape TF cannot infer from the
-    argument shapes (jax2tf_native.call_tf_shapes), or sits where the call cannot be split."""
+    argument shapes (jax2tf_native.call_tf_result_shapes), or sits where the call cannot be split."""
 
 
 def first_line(error: BaseException) -> str:
@@ -80,6 +82,34 @@ class ModuleNotRunnableHereError(_TfErrorMixin, ExportedModuleError, tf.errors.N
     raises eagerly."""
 
 
+class NonPortableLinalgError(ValueError):
+    """A linear-algebra operation cannot be lowered to TF-runnable StableHLO.
+
+    Raised at export by `jax2tf_native.linalg`, the portable lowering, for what it does not
+    cover.
+
+    Attributes:
+        primitive: name of the JAX primitive (e.g. ``"eig"``), or ``None`` when the
+            problem was found by :func:`jax2tf_native.linalg.check_module_portable`.
+        platforms: the export platforms.
+        reason: why no portable lowering exists.
+    """
+
+    def __init__(self, primitive: str | None, platforms: Sequence[str],
+                 reason: str, fix: str):
+        self.primitive = primitive
+        self.platforms = tuple(platforms)
+        self.reason = reason
+        where = ", ".join(self.platforms) or "?"
+        if primitive:
+            head = (f"jax.lax.linalg primitive '{primitive}' cannot be exported for "
+                    f"TensorFlow with linalg='portable' on platform(s) {where}")
+        else:
+            head = (f"the exported module (platform(s) {where}) cannot run in "
+                    "TensorFlow")
+        super().__init__(f"{head}: {reason}. {fix}")
+
+
 class SymbolicCallTfFound(Exception):
     """Internal signal, never reaches the user: raised inside an export's trace at a `call_tf`
     with symbolic shapes, so that `convert` splits the function there (`call_tf_split`). Not a
@@ -92,6 +122,3 @@ from tf_ops.custom_call_check import CustomCallNotAllowedError  # noqa: E402,F40
 from tf_ops.tf_targets import TargetTfError  # noqa: E402,F401
 # Raised (enable_xla=False) for an op with no exact plain-TF lowering; a NotImplementedError.
 from tf_ops.plain.errors import PlainLoweringError  # noqa: E402,F401
-
-# Raised at export for linear algebra the portable lowering does not cover; defined with it.
-from jax2tf_native.linalg_portable import NonPortableLinalgError  # noqa: E402,F401

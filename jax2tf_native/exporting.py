@@ -6,11 +6,11 @@ import dataclasses
 import functools
 import logging
 import threading
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax
 
-from jax2tf_native import _jax_internals, dim_vars, linalg_portable, tf_runner
+from jax2tf_native import _jax_internals, arg_shape_check, linalg_portable, prepared_export
 from jax2tf_native import shardings as shardings_lib
 from jax2tf_native.errors import ArgumentShapeError, first_line
 from jax2tf_native.linalg import nonsymmetric_rules
@@ -21,25 +21,6 @@ logger = logging.getLogger("jax2tf_native")
 # jax.export reads the calling-convention version from global JAX config; changing it for one
 # export must not race with another thread's export.
 _VERSION_LOCK = threading.Lock()
-
-
-def canonical_disabled_checks(checks: Sequence[Any], keyword: str = "disabled_checks"
-                              ) -> tuple[jax.export.DisabledSafetyCheck, ...]:
-    """Validates `disabled_checks`: each must be a `jax.export.DisabledSafetyCheck`; errors say
-    `keyword`, the name the caller used (e.g. "native_serialization_disabled_checks")."""
-    if checks is None:
-        return ()
-    if isinstance(checks, (str, jax.export.DisabledSafetyCheck)):
-        checks = (checks,)
-    result = []
-    for check in checks:
-        if not isinstance(check, jax.export.DisabledSafetyCheck):
-            raise TypeError(
-                f"{keyword} entries must be jax.export.DisabledSafetyCheck values, got "
-                f"{check!r}. Fix: e.g. {keyword}=[jax.export.DisabledSafetyCheck."
-                f"custom_call('my_target')] or [jax.export.DisabledSafetyCheck.platform()].")
-        result.append(check)
-    return tuple(result)
 
 
 def negotiated_calling_convention_version(target_max: int | None = None) -> int:
@@ -196,8 +177,8 @@ def export_prepared(fun: Callable, specs, options: ExportOptions, *,
             raise indivisible from e
         if not str(e).startswith("Cannot solve for values of dimension variables"):
             raise
-        raise dim_vars.unsolvable_error(specs, first_line(e)) from e
-    return tf_runner.prepare(exported, specs, constraints=constraints,
+        raise arg_shape_check.unsolvable_error(specs, first_line(e)) from e
+    return prepared_export.prepare(exported, specs, constraints=constraints,
                              stablehlo_version=options.stablehlo_version,
                              tf_functions=tuple(tf_functions),
                              target=options.target_tf, written_here=True, plain=options.plain)

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 
+from jax2tf_native import flat_function
 from jax2tf_native.converter import convert
-from jax2tf_native import vjp_functions
 
 
 class GradientCheckError(AssertionError):
@@ -90,14 +90,14 @@ def check_grads_tf(fun: Callable, args: Sequence[Any], *, order: int = 2,
     leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(args)
     paths = ["args" + jax.tree_util.keystr(p) for p, _ in leaves_with_path]
     leaves = [np.asarray(leaf) for _, leaf in leaves_with_path]
-    diff = [i for i, leaf in enumerate(leaves) if vjp_functions.is_differentiable(leaf.dtype)]
+    diff = [i for i, leaf in enumerate(leaves) if flat_function.is_differentiable(leaf.dtype)]
     if not diff:
         raise ValueError("check_grads_tf needs at least one float or complex argument; got "
                          f"dtypes {[str(l.dtype) for l in leaves]}.")
     rng = np.random.default_rng(seed)
     random_like = lambda x: _random(rng, np.shape(x), np.asarray(x).dtype)
     out_shapes = jax.tree_util.tree_leaves(jax.eval_shape(fun, *args))
-    out_vectors = [random_like(np.zeros(o.shape, o.dtype)) if vjp_functions.is_differentiable(o.dtype)
+    out_vectors = [random_like(np.zeros(o.shape, o.dtype)) if flat_function.is_differentiable(o.dtype)
                    else None for o in out_shapes]
     level_vectors = [[random_like(leaves[i]) for i in diff] for _ in range(order)]
     directions = [random_like(leaves[i]) for i in diff]

@@ -1,21 +1,21 @@
 """TF gradients through exported JAX VJPs: the one mechanism behind `convert` and `call_exported`.
 
-`call` runs a node (a `differentiable.DifferentiableFunction` for `convert`, an
-`exported_function.ExportedFunction` for `call_exported`) on flat TF tensors and gives TF its
+`call` runs a node (a `function_node.DifferentiableFunction` for `convert`, an
+`exported_node.ExportedFunction` for `call_exported`) on flat TF tensors and gives TF its
 gradient. A call's trip goes down, one layer at a time:
 
     gradients.call             what runs, from the tapes recording now (tf_ops.tape_state)
       -> node.forward_plan     which export the forward op runs, made once (the node's layer:
-                               differentiable / exported_function -> exporting, vjp_functions)
-      -> tf_runner.call_flat   the XlaCallModule op (tf_ops.xla_call_module)
+                               function_node / exported_node -> exporting, vjp_functions)
+      -> prepared_export.call_flat   the XlaCallModule op (tf_ops.xla_call_module)
       -> tf_ops.gradient_ops   the gradient cuts around it
     and when TF asks for the gradient, from the unit's backward (this module):
       -> node.backward_plan    the VJP node and the backward export, made on first use
-      -> tf_runner.call_flat   the backward op, or `call` on the VJP node: the same trip, one
+      -> prepared_export.call_flat   the backward op, or `call` on the VJP node: the same trip, one
                                derivative order up
 
 A node offers `name`, `diff_in`, `primal()`, `forward_plan(watched)` and
-`backward_plan(with_residuals)`, the plans being plain data (`differentiable.ForwardPlan`,
+`backward_plan(with_residuals)`, the plans being data only (`gradient_plans.ForwardPlan`,
 `BackwardPlan`), so that this module reads top to bottom and never calls back and forth.
 This module builds one kind of TF op itself: the `tf.custom_gradient` units, whose forward and
 backward are the functions below (a unit built in `tf_ops` would call back up into them).
@@ -23,19 +23,19 @@ backward are the functions below (a unit built in `tf_ops` would call back up in
 What runs is decided when the op is built (eagerly, or while a `tf.function` traces), from the
 gradient tapes recording at that moment (`tf_ops.tape_state`):
 
-- no tape records (inference): the plain module, exported alone; nothing else is paid. In a
+- no tape records (inference): the primal module, exported alone; nothing else is paid. In a
   graph its gradient (`tf.gradients`, or an outer tape around the `tf.function`) is the
   exported VJP of the primal inputs, recomputing the forward pass, as jax2tf's is;
 - a tape records, residual mode (default): the forward op also returns the `jax.vjp` residuals
   of the inputs some tape watches, and the backward op (`bwd(residuals, cotangents)`) computes
   those inputs' cotangents only (a training step's data batch takes none): no recomputation.
-  In a graph both are marked for one XLA cluster (`gradient_ops.one_xla_cluster`): in a plain
-  `tf.function` a training step's forward and backward run as one XLA program;
-- recompute mode (jax2tf's behaviour, and every `call_exported` artifact): the plain module
+  In a graph both are marked for one XLA cluster (`gradient_ops.one_xla_cluster`): in a
+  `tf.function` without `jit_compile` a training step's forward and backward run as one XLA program;
+- recompute mode (jax2tf's behaviour, and every `call_exported` artifact): the primal module
   forward, the VJP recomputing it.
 
 With `enable_xla=False` every module above (forward, residual forward, backward, each VJP) runs
-as ordinary TF ops instead of an XlaCallModule op (`tf_runner.PreparedExport.plain`), and
+as ordinary TF ops instead of an XlaCallModule op (`prepared_export.PreparedExport.plain`), and
 nothing is marked for an XLA cluster: TF's gradient is still the exported JAX VJP.
 
 Higher orders: the backward value comes from the residuals, but the backward step is itself a
@@ -54,7 +54,7 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
-from jax2tf_native import tf_runner
+from jax2tf_native import prepared_export
 from tf_ops import arguments as tf_arguments
 from tf_ops import gradient_ops, tape_state
 
@@ -76,7 +76,7 @@ def call(node, values: Sequence, asserts: Sequence = (), with_gradient: bool = T
     """Runs `node` on flat tensors; with a custom gradient unless `with_gradient` is False.
 
     What runs depends on the gradient tapes recording now (`tf_ops.tape_state`):
-    - none (inference, eagerly or while a `tf.function` traces): the plain forward module. In a
+    - none (inference, eagerly or while a `tf.function` traces): the primal module. In a
       graph its gradient, should `tf.gradients` or an outer tape around the `tf.function` ask
       later, is the recomputing VJP (as jax2tf's);
     - a tape watching inputs: in residual mode the forward module that also returns the
@@ -100,11 +100,11 @@ def call(node, values: Sequence, asserts: Sequence = (), with_gradient: bool = T
         message = (PREVENT_GRADIENT_MESSAGE if not with_gradient
                    else GRADIENT_ORDER_MESSAGE.format(order="the one requested"))
         return gradient_ops.prevent_gradient(
-            tf_runner.call_flat(node.primal(), values, asserts), message)
+            prepared_export.call_flat(node.primal(), values, asserts), message)
     watched = tape_state.watched_inputs(values, node.diff_in)
     if watched is None:
         # Nothing can ask for a gradient of an op run now.
-        return tf_runner.call_flat(node.primal(), values, asserts)
+        return prepared_export.call_flat(node.primal(), values, asserts)
     plan = node.forward_plan(watched)
     if plan.node is node:
         outputs = _unit(node, values, _forward(plan, asserts), gradient_order)
@@ -118,11 +118,11 @@ def _forward(plan, asserts) -> Callable:
 
     def run(xs):
         if plan.residual_sources is None:
-            return tf_runner.call_flat(plan.prepared, xs, asserts), None
+            return prepared_export.call_flat(plan.prepared, xs, asserts), None
         # In a graph, one XLA program with the backward op (see gradient_ops.one_xla_cluster):
         # the residuals then never leave it. Plain TF ops (enable_xla=False) are not marked.
         with gradient_ops.one_xla_cluster(enabled=not plan.prepared.plain):
-            everything = tf_runner.call_flat(plan.prepared, xs, asserts)
+            everything = prepared_export.call_flat(plan.prepared, xs, asserts)
             computed = everything[plan.n_outputs:]
             if not tf.executing_eagerly():
                 # A graph's backward captures the residuals. Under a persistent tape (or any
@@ -198,12 +198,12 @@ def _gradient(node, xs, outs, residuals, gradient_order) -> Callable:
             if plan.backward is not None:
                 def value():
                     with gradient_ops.one_xla_cluster(enabled=not plan.backward.plain):
-                        return tf_runner.call_flat(plan.backward, list(residuals) + cotangents)
+                        return prepared_export.call_flat(plan.backward, list(residuals) + cotangents)
             if next_order == 0:
                 # No custom gradient inside: TF could not save one (SavedModels), and none is
                 # wanted. Past this order, PreventGradient explains.
                 in_cts = (value() if plan.backward is not None
-                          else tf_runner.call_flat(plan.vjp.primal(), vjp_args))
+                          else prepared_export.call_flat(plan.vjp.primal(), vjp_args))
                 in_cts = gradient_ops.prevent_gradient(in_cts, GRADIENT_ORDER_MESSAGE.format(
                     order=gradient_order))
             elif plan.backward is None:

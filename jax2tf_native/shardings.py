@@ -47,7 +47,7 @@ class FunctionShardings:
 def declared(fun: Callable, in_tree, in_structs: Sequence[Any]) -> FunctionShardings | None:
     """The shardings `fun` declares, when it is a `jax.jit` with in/out shardings; else None.
 
-    Functions without declared shardings (plain functions, `jax.jit` without shardings,
+    Functions without declared shardings (unjitted functions, `jax.jit` without shardings,
     `shard_map`) export as they are: their constraints are inside the module.
 
     Example:

@@ -94,7 +94,7 @@ def _to_tensor(path: str, leaf: Any) -> tf.Tensor:
 
 def unwrap_tf_containers(tree: Any) -> Any:
     """Turns TF's trackable wrappers (the `_DictWrapper`/`ListWrapper` that `tf.Module` puts
-    around dict and list attributes) into plain dicts and lists, which JAX knows as pytrees."""
+    around dict and list attributes) into builtin dicts and lists, which JAX knows as pytrees."""
     if isinstance(tree, (tf.Tensor, tf.Variable, np.ndarray)):
         return tree
     from_tf = type(tree).__module__.startswith("tensorflow")

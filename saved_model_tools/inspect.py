@@ -43,7 +43,7 @@ from saved_model_tools.inspect_stablehlo import (  # noqa: F401
     stablehlo_producer)
 from saved_model_tools.inspect_tf_versions import (  # noqa: F401
     TF_VERSION_MATRIX_FILE, combined_support, load_tf_version_matrix, tf_support)
-from tf_ops import runnable
+from tf_ops import host_can_run
 from tf_ops import shardings as tf_shardings
 
 
@@ -225,10 +225,10 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
         sig_names = tuple(s.name for s in signatures
                           if set(entry["functions"]) & set(s.functions))
         disabled = tuple(c.decode() for c in node.attr["disabled_checks"].list.s)
-        devices = (int(node.attr[runnable.DEVICES_ATTR].i)
-                   if runnable.DEVICES_ATTR in node.attr else 1)
+        devices = (int(node.attr[host_can_run.DEVICES_ATTR].i)
+                   if host_can_run.DEVICES_ATTR in node.attr else 1)
         multi_device = tuple(v.decode()
-                             for v in node.attr[runnable.MULTI_DEVICE_OPS_ATTR].list.s)
+                             for v in node.attr[host_can_run.MULTI_DEVICE_OPS_ATTR].list.s)
         input_shardings, output_shardings = _shardings_around(node, entry["nodes"])
         modules.append(ModuleReport(
             sha256=digest, size_bytes=len(module), copies=entry["copies"],
@@ -240,9 +240,9 @@ def inspect_saved_model(saved_model_dir: str | Path, *, mlir: bool = False,
             functions=tuple(entry["functions"]), signatures=sig_names,
             tf_support=support, devices=devices, input_shardings=input_shardings,
             output_shardings=output_shardings, multi_device_ops=multi_device,
-            not_runnable_here=runnable.problem_here(
+            not_runnable_here=host_can_run.problem_here(
                 f"module sha256 {digest[:16]}", platforms, devices, multi_device,
-                runnable.PLATFORM_CHECK in disabled),
+                host_can_run.PLATFORM_CHECK in disabled),
             mlir=text if mlir else None,
             rewritten_lapack=rewritten_lapack_targets(text)))
 

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 import jax2tf_native
-from jax2tf_native import lapack_rewrite, poly_specs
+from jax2tf_native import lapack_rewrite, arg_specs
 from saved_model_tools import manifest, references
 from saved_model_tools.writer import save
 from tf_ops import custom_call_check
@@ -86,7 +86,7 @@ def save_exported(export_dir: str | os.PathLike, exported_or_bytes, *, params: A
             raise ValueError(f"params has structure {got}, but '{exported.fun_name}' takes "
                              f"{want} as its first argument. Fix: pass the params it was "
                              f"exported with.")
-    specs = [jax.tree.map(lambda a: poly_specs.shape_spec(a.shape), avals)
+    specs = [jax.tree.map(lambda a: arg_specs.shape_spec(a.shape), avals)
              for avals in input_avals]
     if example_args is None:
         example_args = [jax.tree.map(_example_for, avals) for avals in input_avals]

@@ -1,6 +1,6 @@
 """The TF ops on a call's arguments and results: dtype casts, run-time shapes, graph names.
 
-`jax2tf_native.tf_runner` decides what a call's arguments need (its checks raise our errors);
+`jax2tf_native.prepared_export` decides what a call's arguments need (its checks raise our errors);
 the ops come from here.
 """
 from __future__ import annotations

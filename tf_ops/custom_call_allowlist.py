@@ -172,7 +172,7 @@ _XLA_BUILTIN = (
         ALL_PLATFORMS,
         "XLA built-in consumed by the SPMD partitioner. Needs a mesh of more than one device: "
         "TF runs it under a TPU/GPU strategy; on a CPU-only host the call raises "
-        "ModuleNotRunnableHereError (tf_ops.runnable) before XLA sees it. Not run here."),
+        "ModuleNotRunnableHereError (tf_ops.host_can_run) before XLA sees it. Not run here."),
     AllowedTarget(
         "SPMDShardToFullShape", ALL_PLATFORMS, "shard_map on a multi-device mesh, Shardy disabled",
         ALL_PLATFORMS, "As SPMDFullToShardShape."),

@@ -8,15 +8,14 @@ target can be let through with `jax.export.DisabledSafetyCheck.custom_call(targe
 from __future__ import annotations
 
 import dataclasses
-import re
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import jax
 import jax.extend.mlir
 import jax.interpreters.mlir as jax_mlir
 from jax.extend.mlir import ir
 
-from tf_ops import mlir_walk
+from tf_ops import mlir_walk, source_lines
 from tf_ops import platforms as tf_platforms
 from tf_ops.custom_call_allowlist import ALLOWLIST_BY_TARGET
 
@@ -62,26 +61,8 @@ class CustomCallNotAllowedError(ValueError):
         self.rejected = tuple(rejected)
 
 
-# In printed MLIR locations: a quoted file position "path":line:col, and a quoted name.
-_FILE_POSITION = re.compile(r'"([^"]+)":(\d+):\d+')
-_NAME = re.compile(r'"([^"]*)"(?!:\d)')
 # Bounds the walk up the call graph when a site is inside a private function.
 _MAX_CALL_DEPTH = 16
-
-
-def _location_text(location: ir.Location) -> str:
-    """'jit(f)/qr at model.py:12' from MLIR's nested name/callsite/file location.
-
-    The MLIR Python bindings cannot take a location apart, so this reads its printed form: the
-    first name is JAX's op path, the first file position is the innermost user frame.
-    """
-    text = str(location)
-    name = _NAME.search(text)
-    position = _FILE_POSITION.search(text)
-    parts = [name.group(1) if name else ""]
-    if position:
-        parts.append(f"at {position.group(1)}:{position.group(2)}")
-    return " ".join(p for p in parts if p) or "unknown location"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,10 +106,10 @@ def find_custom_calls(module: ir.Module) -> list[CustomCallSite]:
     calls: dict[str, _CallSite] = {}
     for op, function, target in mlir_walk.walk(module.operation, with_functions=True):
         if target is not None:
-            found.append(CustomCallSite(target, _location_text(op.location), function))
+            found.append(CustomCallSite(target, source_lines.describe(op.location), function))
         elif op.name == "func.call":
             calls.setdefault(mlir_walk.string_attribute(op, "callee"),
-                             _CallSite(function, _location_text(op.location)))
+                             _CallSite(function, source_lines.describe(op.location)))
     return [_with_call_chain(site, calls) for site in found]
 
 
@@ -146,15 +127,34 @@ def custom_call_targets(exported: jax.export.Exported) -> list[str]:
         return sorted({site.target for site in find_custom_calls(module)})
 
 
-def _allowed_by_disabled_checks(
-        disabled_checks: Iterable[jax.export.DisabledSafetyCheck]) -> set[str]:
-    allowed = set()
-    for check in disabled_checks:
+def canonical_disabled_checks(checks: Iterable[Any] | None, keyword: str = "disabled_checks"
+                              ) -> tuple[jax.export.DisabledSafetyCheck, ...]:
+    """Validates `disabled_checks`: each must be a `jax.export.DisabledSafetyCheck`; errors say
+    `keyword`, the name the caller used (e.g. "native_serialization_disabled_checks"). The one
+    validation: `convert` takes its option through here, and so does `check_custom_calls`.
+
+    Example:
+        >>> canonical_disabled_checks(jax.export.DisabledSafetyCheck.platform())
+        (platform,)
+    """
+    if checks is None:
+        return ()
+    if isinstance(checks, (str, jax.export.DisabledSafetyCheck)):
+        checks = (checks,)
+    result = []
+    for check in checks:
         if not isinstance(check, jax.export.DisabledSafetyCheck):
             raise TypeError(
-                f"disabled_checks entries must be jax.export.DisabledSafetyCheck values, got "
-                f"{check!r}. Fix: disabled_checks=[jax.export.DisabledSafetyCheck."
-                f"custom_call('my_target')].")
+                f"{keyword} entries must be jax.export.DisabledSafetyCheck values, got "
+                f"{check!r}. Fix: e.g. {keyword}=[jax.export.DisabledSafetyCheck."
+                f"custom_call('my_target')] or [jax.export.DisabledSafetyCheck.platform()].")
+        result.append(check)
+    return tuple(result)
+
+
+def _allowed_by_disabled_checks(disabled_checks: Iterable[Any] | None) -> set[str]:
+    allowed = set()
+    for check in canonical_disabled_checks(disabled_checks):
         target = check.is_custom_call()
         if target is not None:
             allowed.add(target)

@@ -22,8 +22,8 @@ _XLA_COMPILE = {"_XlaCompile": tf.compat.v1.AttrValue(b=True)}
 def one_xla_cluster(enabled: bool = True) -> Iterator[None]:
     """In a graph, marks the ops built inside for XLA compilation (`_XlaCompile`).
 
-    A training step in a plain `tf.function` runs the forward op (with residuals) and the
-    backward op as two XLA programs, with the residuals written out in between. Marked alike,
+    A training step in a `tf.function` without `jit_compile` runs the forward op (with
+    residuals) and the backward op as two XLA programs, with the residuals written out in between. Marked alike,
     TF's clustering pass (which runs on every function graph, jit_compile or not) compiles
     them, and the marked ops between them, into one XLA program, as `jit_compile=True` and
     `jax.jit(jax.value_and_grad(f))` do. Only marked ops join: on CPU and GPU TF clusters

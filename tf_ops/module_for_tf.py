@@ -21,7 +21,7 @@ from jax.extend import mlir as jax_extend_mlir
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func as func_dialect
 
-from tf_ops import known_downgrades, mlir_walk, module_verify
+from tf_ops import known_downgrades, mlir_walk, module_verify, source_lines
 
 ModuleCheck = Callable[[ir.Module], None]
 
@@ -29,18 +29,6 @@ ModuleCheck = Callable[[ir.Module], None]
 def _composite_ops(module: ir.Module) -> list[ir.Operation]:
     return [found.op for found in mlir_walk.walk(module.operation)
             if found.op.name == "stablehlo.composite"]
-
-
-_SOURCE_RE = re.compile(r'"([^"]+\.py)":(\d+)')
-
-
-def _user_source(location: str) -> str:
-    """The first "file.py:line" of a location outside JAX and this library, else ""."""
-    for path, line in _SOURCE_RE.findall(location):
-        if not any(part in path for part in ("/jax2tf_native/", "/jax/", "/tf_ops/",
-                                             "/tensorflow/", "/keras/")):
-            return f"{path}:{line}"
-    return ""
 
 
 def _op_summaries(module: ir.Module):
@@ -54,7 +42,7 @@ def _op_summaries(module: ir.Module):
         types = ({element_type(v.type) for v in op.operands}
                  | {element_type(v.type) for v in op.results})
         names = {op.attributes[i].name for i in range(len(op.attributes))}
-        yield op.name, names, types, _user_source(str(op.location)), op
+        yield op.name, names, types, source_lines.user_line(str(op.location)), op
 
 
 def inline_composites_as_calls(module: ir.Module) -> int:

@@ -132,7 +132,7 @@ def _check_type(where: str, mlir_type: ir.Type, aval) -> None:
     for axis, d in enumerate(aval.shape):
         static = isinstance(d, (int, np.integer))
         # A dynamic dimension where the artifact declares a static size is refined to it (as
-        # XlaCallModule does; jax2tf_native.static_refine before the module is prepared).
+        # XlaCallModule does; jax2tf_native.declared_shapes before the module is prepared).
         if (not static and not tensor.is_dynamic_dim(axis)) or (
                 static and not tensor.is_dynamic_dim(axis) and tensor.shape[axis] != d):
             raise ModuleVerifyError(f"{where}: the artifact declares {aval.str_short()} but the "

@@ -2,7 +2,7 @@
 
 TF has no public query for "will a gradient be asked of this op?", yet the answer decides what
 the converted function should run: without a recording tape (inference, eagerly or while
-`tf.function` traces) the plain forward module is enough, and a tape that watches only some
+`tf.function` traces) the primal module is enough, and a tape that watches only some
 inputs (a training step's parameters, not its data batch) needs only their cotangents. TF's
 own `tf.custom_gradient` asks the same private module (`tensorflow.python.eager.record`); we do
 it here only, pinned by tests/tf_ops/test_tape_state.py, which fails loudly if TF moves it.

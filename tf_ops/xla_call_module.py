@@ -3,10 +3,10 @@
 `TfModule` is everything the op needs, computed once per `jax.export.Exported`; `call` builds the
 op from it, eagerly or in a graph. This is the only place that knows the op's attributes, and
 the one place that decides which ops run a module: with `plain=True` (`enable_xla=False`) the
-module runs as ordinary TF ops instead (`plain_module`), with no XLA op, sharding op or
+module runs as ordinary TF ops instead (`tf_ops.plain`), with no XLA op, sharding op or
 platform guard around it.
 
-Modules that this host cannot run (see `runnable`) still build: in a graph the op is preceded by
+Modules that this host cannot run (see `host_can_run`) still build: in a graph the op is preceded by
 a guard that fails with our message only where the module cannot run, so a graph traced on a
 CPU machine for TPU serving saves and serves.
 """
@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as _tfxla
 
-from tf_ops import custom_call_check, dtypes, module_for_tf, module_verify, plain_module
-from tf_ops import platforms, runnable
-from tf_ops import shardings, tf_targets, versions
+from tf_ops import custom_call_check, dtypes, host_can_run, module_for_tf, module_verify
+from tf_ops import platforms, shardings, tf_targets, versions
+from tf_ops.plain import PlainModule, module_from_exported
 
 _PLATFORM_CHECK = str(jax.export.DisabledSafetyCheck.platform())
 _CALL_TF_TARGET = "tf.call_tf_function"
@@ -55,7 +55,7 @@ class TfModule:
         `tf.call_tf_function` custom call (`function_list` attr), by index.
       fun_name: the exported function's name, for messages.
       nr_devices: the number of devices the module was exported for.
-      multi_device_ops: ops that need a partitioned multi-device run (`runnable`).
+      multi_device_ops: ops that need a partitioned multi-device run (`host_can_run`).
       in_shardings: JAX `HloSharding` (or None: unspecified) of every flat input.
       out_shardings: JAX `HloSharding` (or None) of every flat output.
       use_shardy: whether the module holds Shardy ops (`use_shardy_partitioner` attr).
@@ -80,7 +80,7 @@ class TfModule:
     out_shardings: tuple = ()
     use_shardy: bool = False
     problem_here: str | None = None
-    plain: plain_module.PlainModule | None = dataclasses.field(default=None, compare=False)
+    plain: PlainModule | None = dataclasses.field(default=None, compare=False)
 
     @property
     def platform_check_disabled(self) -> bool:
@@ -118,7 +118,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
       written_here: the module bytes come from `jax.export` in this process (see
         `module_for_tf.module_bytes_for_tf`).
       plain: run the module as ordinary TF ops (`enable_xla=False`): every op is checked here
-        (`plain_module.plain_module_from_exported`) instead of the XlaCallModule checks; no
+        (`tf_ops.plain.module_from_exported`) instead of the XlaCallModule checks; no
         module bytes are written (`module` is empty), `target` and `checks` do not apply, and
         the module needs no TF host platform.
 
@@ -164,14 +164,14 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
     multi_device, shardy = [], []
 
     def record(module) -> None:
-        multi_device.extend(runnable.multi_device_ops(module))
+        multi_device.extend(host_can_run.multi_device_ops(module))
         shardy.append(module_for_tf.uses_shardy(module))
 
     if plain:
         # No XlaCallModule op will read the module: nothing is written for a TF version (whose
         # StableHLO version or calling convention does not apply to plain ops); the lowering
         # reads and checks the module itself.
-        lowered = plain_module.plain_module_from_exported(exported, len(tf_functions))
+        lowered = module_from_exported(exported, len(tf_functions))
         module, shardy = b"", [False]
     else:
         lowered = None
@@ -199,7 +199,7 @@ def tf_module_from_exported(exported: jax.export.Exported, *,
         # As the module was lowered (its ops say so, whatever JAX's setting is now).
         use_shardy=shardy[0],
         # Plain TF ops run on every TF device, whatever platform the module was lowered for.
-        problem_here=None if plain else runnable.problem_here(
+        problem_here=None if plain else host_can_run.problem_here(
             exported.fun_name, exported.platforms, exported.nr_devices, tuple(multi_device),
             _PLATFORM_CHECK in disabled),
         plain=lowered,
@@ -238,7 +238,7 @@ def call(tf_module: TfModule, args_flat: Sequence[tf.Tensor],
     pass through XlaSharding ops, and a module this host cannot run gets a guard that fails with
     `problem_here` when executed on a platform where the module cannot run.
 
-    Eagerly, callers check `problem_here` first (`jax2tf_native.tf_runner.call_flat` raises
+    Eagerly, callers check `problem_here` first (`jax2tf_native.prepared_export.call_flat` raises
     `ModuleNotRunnableHereError`). In a graph the op runs after the ops `after` (e.g. run-time
     shape asserts), without identity copies of its inputs.
 
@@ -271,8 +271,8 @@ def _call_module(tf_module: TfModule, kept: Sequence[tf.Tensor]) -> list[tf.Tens
         # Private TF: Operation._set_attr is the only way to add a node attribute after the
         # op is built (attributes starting with "_" are kept by SavedModels and ignored by
         # kernels); pinned by tests/tf_ops/test_shardings.py.
-        op._set_attr(runnable.DEVICES_ATTR, tf.compat.v1.AttrValue(i=tf_module.nr_devices))
-        op._set_attr(runnable.MULTI_DEVICE_OPS_ATTR, tf.compat.v1.AttrValue(
+        op._set_attr(host_can_run.DEVICES_ATTR, tf.compat.v1.AttrValue(i=tf_module.nr_devices))
+        op._set_attr(host_can_run.MULTI_DEVICE_OPS_ATTR, tf.compat.v1.AttrValue(
             list=tf.compat.v1.AttrValue.ListValue(
                 s=[name.encode() for name in tf_module.multi_device_ops])))
     return outputs
@@ -310,7 +310,7 @@ def _guard(tf_module: TfModule) -> tf.Operation:
     traced here and served on a TPU passes the guard there. Inside `jit_compile=True` XLA drops
     asserts; there XlaCallModule's own platform check reports instead.
     """
-    may_run = runnable.platforms_that_may_run(tf_module.platforms)
+    may_run = host_can_run.platforms_that_may_run(tf_module.platforms)
     index = _call_module(_platform_probe(), [])[0]
     allowed = tf.constant([platforms.JAX_PLATFORMS.index(p) for p in may_run], tf.int32)
     ok = tf.reduce_any(tf.equal(index, allowed))

@@ -2,7 +2,7 @@
 
 Each framework keeps parameters its own way (an `nnx.Module` graph, Linen's variable
 collections, an `eqx.Module` pytree, Keras `Variable`s). The adapters here turn a model into a
-`FunctionalModel`: `apply(params, *args)` over a plain nested dict of arrays, and which
+`FunctionalModel`: `apply(params, *args)` over a nested dict of arrays, and which
 subtrees are trainable (NNX `Param`, Linen's `params` collection, Keras' trainable variables).
 
   functional_model -- a FunctionalModel from any supported model (detected by type).

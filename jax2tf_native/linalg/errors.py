@@ -1,35 +1,14 @@
-"""The error raised when linear algebra cannot be exported portably, and its helpers."""
+"""Raising `NonPortableLinalgError` from a lowering rule, with the fix.
+
+The class itself is defined with our other errors (`jax2tf_native.errors`), so that importing
+them loads no linear algebra.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import jax
 
-
-class NonPortableLinalgError(ValueError):
-    """A linear-algebra operation cannot be lowered to TF-runnable StableHLO.
-
-    Attributes:
-        primitive: name of the JAX primitive (e.g. ``"eig"``), or ``None`` when the
-            problem was found by :func:`check_module_portable`.
-        platforms: the export platforms.
-        reason: why no portable lowering exists.
-    """
-
-    def __init__(self, primitive: str | None, platforms: Sequence[str],
-                 reason: str, fix: str):
-        self.primitive = primitive
-        self.platforms = tuple(platforms)
-        self.reason = reason
-        where = ", ".join(self.platforms) or "?"
-        if primitive:
-            head = (f"jax.lax.linalg primitive '{primitive}' cannot be exported for "
-                    f"TensorFlow with linalg='portable' on platform(s) {where}")
-        else:
-            head = (f"the exported module (platform(s) {where}) cannot run in "
-                    "TensorFlow")
-        super().__init__(f"{head}: {reason}. {fix}")
+from jax2tf_native.errors import NonPortableLinalgError
 
 
 NATIVE_FIX = ("Fix: avoid this operation in functions exported for "

@@ -1,5 +1,5 @@
 """The default convert pays for gradients only when a tape asks: without a recording tape the
-plain module runs (no residuals exported or returned), and a tape's backward computes only the
+primal module runs (no residuals exported or returned), and a tape's backward computes only the
 cotangents of the inputs it watches. Gradients that arrive another way (`tf.gradients`, an
 outer tape around a `tf.function`, forward accumulators) still cover every input."""
 import logging
@@ -25,7 +25,7 @@ def _module_outputs(concrete_function) -> list[int]:
 
 
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf.function"])
-def test_inference_runs_the_plain_module_and_exports_nothing_else(graph, rng, caplog):
+def test_inference_runs_the_primal_module_and_exports_nothing_else(graph, rng, caplog):
     params = _params(rng)
     x = rng.standard_normal((3, 4)).astype(np.float32)
     f_tf = jax2tf_native.convert(mlp)
@@ -55,7 +55,7 @@ def test_training_step_skips_the_cotangent_of_the_unwatched_batch(graph, rng, ca
     np.testing.assert_allclose(loss.numpy(), want_loss, rtol=1e-5)
     assert_tree_allclose({k: g.numpy() for k, g in grads.items()}, want_grads,
                          rtol=1e-5, atol=1e-5)
-    assert _exported_names(caplog) == ["_loss_fwd", "_loss_bwd"]  # never the plain module
+    assert _exported_names(caplog) == ["_loss_fwd", "_loss_bwd"]  # never the primal module
     [node] = f_tf._by_export_signature._data.values()
     [variant] = node._variants.values()
     assert [tuple(a.shape) for a in variant.backward().exported.out_avals] == [
@@ -88,7 +88,7 @@ def test_outer_tape_around_a_function_traced_for_inference(rng):
     params = _params(rng)
     x = tf.constant(rng.standard_normal((3, 4)).astype(np.float32))
     serve = tf.function(jax2tf_native.convert(_loss), autograph=False)
-    serve(params, x)  # traced without a tape: the plain module
+    serve(params, x)  # traced without a tape: the primal module
     p_tf = {k: tf.constant(v) for k, v in params.items()}
     with tf.GradientTape() as tape:
         tape.watch([p_tf, x])

@@ -214,7 +214,7 @@ PEER_BASES = {
         "The current platform CPU is not among the platforms required by the module"),
     "jax2tf_native.errors.ExportedModuleError": (ValueError, None),
     "jax2tf_native.errors.GradientSpecError": (ValueError, None),
-    "jax2tf_native.linalg.errors.NonPortableLinalgError": (ValueError, None),
+    "jax2tf_native.errors.NonPortableLinalgError": (ValueError, None),
     "jax2tf_native.grad_check.GradientCheckError": (AssertionError, None),
     "tf_ops.custom_call_check.CustomCallNotAllowedError": (ValueError, None),
     "tf_ops.tf_targets.TargetTfError": (ValueError, None),
@@ -234,7 +234,7 @@ PEER_BASES = {
 INTERNAL = {"jax2tf_native.errors.SymbolicCallTfFound",
             "jax2tf_native.vjp_functions.RematerializationRequested",
             "jax2tf_native.lapack_rewrite.adapters.NotRewritableError",
-            "jax2tf_native.dim_vars._Unknown", "jax2tf_native.dim_vars._NonLinear",
+            "jax2tf_native.dim_expressions.Unknown", "jax2tf_native.dim_expressions.NonLinear",
             "saved_model_tools.export_fit._MissingParameter"}
 
 

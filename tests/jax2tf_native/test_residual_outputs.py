@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import jax2tf_native
-from jax2tf_native import vjp_functions
+from jax2tf_native import flat_function, vjp_functions
 
 
 def _loss(w, x):
@@ -30,7 +30,7 @@ def _forward_op_outputs(concrete_function) -> list[tuple[str, list]]:
 def test_unread_residual_is_not_a_forward_output(rng):
     w_np = rng.standard_normal((4, 6)).astype(np.float32)
     x_np = rng.standard_normal((5, 4)).astype(np.float32)
-    flat = vjp_functions.flatten_user_function(
+    flat = flat_function.flatten_user_function(
         _loss, jax.tree_util.tree_structure(((w_np, x_np), {})),
         [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (w_np, x_np)], "loss",
         gradient_inputs=(0,))

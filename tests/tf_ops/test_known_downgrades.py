@@ -52,7 +52,7 @@ def test_second_module_of_a_kind_gets_the_bytes_the_write_gives():
     assert first != second and _kind(first) == _kind(second)
     assert module_for_tf.reserialize(first, TARGET, written_here=True) == _written(first)
     assert known_downgrades.header_only(second, TARGET, _kind(second)) is not None, (
-        "the write of a plain module no longer changes only its header: JAX's serialization "
+        "the write of a module without rewrites no longer changes only its header: JAX's serialization "
         "and ours differ now (an upgrade?), and every conversion pays the write again")
     got = module_for_tf.reserialize(second, TARGET, written_here=True)
     assert got == _written(second)

@@ -1,6 +1,6 @@
 """`gradient_ops.one_xla_cluster`: a training step's forward and backward ops become one XLA
-program in a plain `tf.function`, through TF's private `Graph._attr_scope` and TF's clustering
-of `_XlaCompile` ops. Both are pinned here: a TF upgrade that moves either fails these tests."""
+program in a `tf.function` without `jit_compile`, through TF's private `Graph._attr_scope`
+and TF's clustering of `_XlaCompile` ops. Both are pinned here: a TF upgrade that moves either fails these tests."""
 import os
 import subprocess
 import sys

@@ -42,9 +42,9 @@ def test_shard_builds_an_xla_sharding_op_with_the_proto_in_graphs_only():
 
 
 def test_names_shared_with_the_jax_free_readers_agree():
-    # tf_ops.runnable cannot import JAX; its copy of the platform check's name must match.
-    from tf_ops import runnable
-    assert runnable.PLATFORM_CHECK == str(jax.export.DisabledSafetyCheck.platform())
+    # tf_ops.host_can_run cannot import JAX; its copy of the platform check's name must match.
+    from tf_ops import host_can_run
+    assert host_can_run.PLATFORM_CHECK == str(jax.export.DisabledSafetyCheck.platform())
     # Private TF used to record them on the op (tf_ops.xla_call_module._call_module).
     assert callable(getattr(tf.Operation, "_set_attr", None))
 

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Callable
 
 from tf_ops.plain import (
+    bitwise,
     contractions,
     control_flow,
     conversions,
@@ -23,6 +24,7 @@ from tf_ops.plain import (
     op_rows,
     random_bits,
     reductions,
+    scatter,
     select_and_scatter,
     shapes,
     sorting,
@@ -89,16 +91,17 @@ OP_TABLE: dict[str, Lowering] = {
                                  idempotent=True),
     "stablehlo.power": _binary(ew.power),
     "stablehlo.atan2": _ew(ew.atan2, ew.check_real),
-    "stablehlo.and": _binary(ew.bitwise_and, combiner="and", idempotent=True,
+    # bitwise and shifts (bitwise.py)
+    "stablehlo.and": _binary(bitwise.bitwise_and, combiner="and", idempotent=True,
                              sort_key=True),
-    "stablehlo.or": _binary(ew.bitwise_or, combiner="or", idempotent=True, sort_key=True),
-    "stablehlo.xor": _binary(ew.bitwise_xor, combiner="xor"),
-    "stablehlo.not": _ew(ew.bitwise_not, sort_key=True),
-    "stablehlo.shift_left": _ew(ew.shift_left),
-    "stablehlo.shift_right_logical": _ew(ew.shift_right_logical),
-    "stablehlo.shift_right_arithmetic": _ew(ew.shift_right_arithmetic),
-    "stablehlo.popcnt": _ew(ew.popcnt),
-    "stablehlo.count_leading_zeros": _ew(ew.count_leading_zeros),
+    "stablehlo.or": _binary(bitwise.bitwise_or, combiner="or", idempotent=True, sort_key=True),
+    "stablehlo.xor": _binary(bitwise.bitwise_xor, combiner="xor"),
+    "stablehlo.not": _ew(bitwise.bitwise_not, sort_key=True),
+    "stablehlo.shift_left": _ew(bitwise.shift_left),
+    "stablehlo.shift_right_logical": _ew(bitwise.shift_right_logical),
+    "stablehlo.shift_right_arithmetic": _ew(bitwise.shift_right_arithmetic),
+    "stablehlo.popcnt": _ew(bitwise.popcnt),
+    "stablehlo.count_leading_zeros": _ew(bitwise.count_leading_zeros),
     "stablehlo.negate": _ew(ew.negate, sort_key=True),
     "stablehlo.abs": _ew(ew.abs_, sort_key=True),
     "stablehlo.sign": _ew(ew.sign),
@@ -150,10 +153,10 @@ OP_TABLE: dict[str, Lowering] = {
     "stablehlo.pad": Lowering(shapes.pad),
     "stablehlo.dynamic_pad": Lowering(shapes.dynamic_pad),
     "stablehlo.optimization_barrier": Lowering(shapes.optimization_barrier, tokens=True),
-    # indexing: gather, scatter, dynamic slices (indexing.py)
+    # indexing: gather and dynamic slices (indexing.py), scatter (scatter.py)
     "stablehlo.gather": Lowering(indexing.gather),
     "stablehlo.dynamic_gather": Lowering(indexing.dynamic_gather),
-    "stablehlo.scatter": Lowering(indexing.scatter, indexing.check_scatter),
+    "stablehlo.scatter": Lowering(scatter.scatter, scatter.check_scatter),
     "stablehlo.dynamic_slice": Lowering(indexing.dynamic_slice),
     "stablehlo.dynamic_update_slice": Lowering(indexing.dynamic_update_slice),
     # reductions (reductions.py)

@@ -1,4 +1,4 @@
-"""A StableHLO module read into plain Python records, ready to be lowered to TF ops.
+"""A StableHLO module read into Python records, ready to be lowered to TF ops.
 
 `read_program(module_text)` parses the module once with JAX's MLIR bindings and copies what the
 lowering needs into frozen records (`Program`, `Function`, `Region`, `Op`, `TensorType`):
@@ -10,7 +10,6 @@ not hold MLIR objects).
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from typing import Any
 
@@ -20,6 +19,7 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import stablehlo
 from jax.interpreters import mlir as jax_mlir
 
+from tf_ops import source_lines
 from tf_ops.plain.errors import PlainLoweringError
 
 # MLIR element type names -> numpy dtypes (ml_dtypes for the narrow floats).
@@ -37,14 +37,6 @@ _ELEMENT_TYPES = {
     "f8E4M3B11FNUZ": np.dtype(ml_dtypes.float8_e4m3b11fnuz),
     "i4": np.dtype(ml_dtypes.int4), "ui4": np.dtype(ml_dtypes.uint4),
 }
-
-# Frames inside this project's packages are never "the user's line".
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_PRODUCT_DIRS = tuple(os.path.join(_ROOT, p) + os.sep
-                      for p in ("tf_ops", "jax2tf_native", "saved_model_tools"))
-_SOURCE_RE = re.compile(r'"([^"]+\.py)":(\d+)')
-_NAME_RE = re.compile(r'"([^"]*(?:jit|pjit)\([^"]*\)/[^"]*)"')
-
 
 @dataclasses.dataclass(frozen=True)
 class TensorType:
@@ -216,19 +208,7 @@ class _Reader:
         return Op(name=op.name, operands=operands, results=results,
                   operand_types=tuple(_tensor_type(v.type) for v in op.operands),
                   result_types=tuple(_tensor_type(r.type) for r in op.results),
-                  attrs=attrs, regions=regions, source=source_of(location), location=location)
-
-
-def source_of(location: str) -> str:
-    """The user's "file.py:line" in an MLIR location (outside JAX, TF and this library), or the
-    JAX op path ("jit(f)/tanh"), or ""."""
-    for path, line in _SOURCE_RE.findall(location):
-        if not (path.startswith(_PRODUCT_DIRS)
-                or any(part in path for part in ("/jax/", "/tensorflow/", "/keras/", "/flax/",
-                                                 "site-packages/", "dist-packages/"))):
-            return f"{path}:{line}"
-    names = _NAME_RE.findall(location)
-    return names[0] if names else ""
+                  attrs=attrs, regions=regions, source=source_lines.source(location), location=location)
 
 
 def _tensor_type(t) -> TensorType:

@@ -1,4 +1,4 @@
-"""`functional_model` / `convert_model` with a plain FunctionalModel, and unknown models."""
+"""`functional_model` / `convert_model` with a bare FunctionalModel, and unknown models."""
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -176,7 +176,7 @@ def test_jax_backcompat_entry_runs_in_tf(file, dtype):
 
 # JAX's CPU entries without LAPACK: modules whose `main` has dynamic dimensions, recorded with
 # static inputs (JAX's back-compat test calls them with those static avals); call_exported
-# refines them to the declared shapes (jax2tf_native.static_refine), as XlaCallModule would.
+# refines them to the declared shapes (jax2tf_native.declared_shapes), as XlaCallModule would.
 _DYNAMIC_ENTRIES = (("stablehlo_dynamic_top_k", "data_2023_07_16"),
                     ("stablehlo_dynamic_top_k", "data_2023_08_11"),
                     ("stablehlo_dynamic_approx_top_k", "data_2024_05_30"),

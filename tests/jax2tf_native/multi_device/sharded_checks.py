@@ -168,7 +168,7 @@ def check_jit_in_out_shardings():
 
 
 def check_constraints_and_nested_jits():
-    """Constraints in a plain function and in nested jits: same constraints as JAX's lowering."""
+    """Constraints in an unjitted function and in nested jits: same constraints as JAX's lowering."""
     inner = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 3, COL),
                     in_shardings=ROW, out_shardings=COL)
 

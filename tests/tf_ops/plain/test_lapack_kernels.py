@@ -163,7 +163,7 @@ def test_symbolic_batch_and_size_in_a_graph_with_none_dimensions():
 
 
 def test_gradients_through_the_plain_kernels_equal_jax_grad():
-    """tf.GradientTape on the plain function vs jax.grad: the exported VJP modules run on the
+    """tf.GradientTape on the enable_xla=False function vs jax.grad: the exported VJP modules run on the
     same kernels (a GP's log marginal likelihood, an eigen-solve, singular values)."""
     def loss(a, y):
         c = jnp.linalg.cholesky(a)

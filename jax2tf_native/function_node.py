@@ -1,6 +1,6 @@
 """A flat JAX function and the exports that TF calls for its value and its gradients.
 
-The node `convert` hands to `gradients.call` (`exported_function.ExportedFunction` is the one
+The node `convert` hands to `gradients.call` (`exported_node.ExportedFunction` is the one
 for `call_exported`, with the same interface). `DifferentiableFunction` exports lazily, once
 each, and keeps:
 - `primal`: `f(*xs) -> outs` (used without gradients, in recompute mode, or as a fallback);
@@ -16,15 +16,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import Any, Sequence
-
+from typing import Sequence
 
 from jax2tf_native import exporting, vjp_functions
+from jax2tf_native.arg_specs import LeafSpec
 from jax2tf_native.errors import GradientSpecError, SymbolicCallTfFound, first_line
-from jax2tf_native.poly_specs import LeafSpec
+from jax2tf_native.flat_function import FlatFunction
+from jax2tf_native.gradient_plans import BackwardPlan, ForwardPlan
+from jax2tf_native.prepared_export import PreparedExport
 from jax2tf_native.shardings import FunctionShardings
-from jax2tf_native.tf_runner import PreparedExport
-from jax2tf_native.vjp_functions import FlatFunction, ResidualForward
+from jax2tf_native.vjp_functions import ResidualForward
 
 logger = logging.getLogger("jax2tf_native")
 
@@ -48,46 +49,6 @@ class ResidualExports:
     @property
     def n_outputs(self) -> int:
         return self.structure.n_outputs
-
-
-@dataclasses.dataclass(frozen=True)
-class ForwardPlan:
-    """What one call's forward op runs, as `gradients.call` needs it (plain data).
-
-    Attributes:
-      node: the node whose gradient a recording tape gets: the called node, or its variant
-        for the watched inputs (`for_inputs`).
-      prepared: the module the forward op runs.
-      n_outputs: how many of its results are the function's outputs (the rest are residuals).
-      residual_sources: per residual, ("input", i) for input i or ("output", j) for the j-th
-        result after the outputs; None: no residuals (gradients recompute).
-      diff_out: the outputs that take a cotangent; the others get a None gradient.
-    """
-    node: Any
-    prepared: PreparedExport
-    n_outputs: int
-    residual_sources: tuple[tuple[str, int], ...] | None
-    diff_out: tuple[int, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class BackwardPlan:
-    """What a node's gradient runs, as `gradients.call` needs it (plain data).
-
-    Attributes:
-      vjp: the VJP's node, `vjp(*xs, *cts) -> in_cts`, itself differentiable.
-      backward: the backward from residuals, `bwd(*residuals, *cts) -> in_cts`; None when the
-        residuals' shapes cannot be solved or none were asked for (gradients recompute).
-      diff_in, diff_out: the inputs and outputs that take a cotangent.
-      every_array: the VJP takes one cotangent per output (float0, i.e. bool zeros, for integer
-        outputs) and returns one per input, as jax.export's do; False: ours, for `diff_out`
-        and `diff_in` only.
-    """
-    vjp: Any
-    backward: PreparedExport | None
-    diff_in: tuple[int, ...]
-    diff_out: tuple[int, ...]
-    every_array: bool = False
 
 
 class DifferentiableFunction:
@@ -147,7 +108,7 @@ class DifferentiableFunction:
         `diff_in`; empty: none watches, gradients if any recompute).
 
         In residual mode with watched inputs: the residual forward of `for_inputs(watched)`;
-        otherwise (or when it cannot be exported) the plain module.
+        otherwise (or when it cannot be exported) the primal module.
         """
         node = self.for_inputs(watched) if watched else self
         forward = node.forward() if watched and self.mode == "residuals" else None
@@ -192,7 +153,7 @@ class DifferentiableFunction:
                 except (GradientSpecError, SymbolicCallTfFound):
                     raise  # gradient_outputs or residual_policy is wrong: no fallback helps;
                     # or convert splits the function at its call_tf
-                except Exception as e:  # any other failure means: fall back to the plain forward
+                except Exception as e:  # any other failure means: fall back to the primal forward
                     if self.residual_policy is not None:
                         self._check_policy_is_not_the_cause(e)
                     logger.info("jax2tf_native: %s: no residual forward (%s: %s); using the "

@@ -8,10 +8,10 @@ import jax
 import tensorflow as tf
 
 from jax2tf_native import (artifact_sandbox, converter, export_cache, exporting, gradients,
-                           lapack_rewrite, sandbox_server, static_refine, tf_args, tf_runner)
+                           lapack_rewrite, sandbox_server, declared_shapes, tf_args, prepared_export)
 from jax2tf_native.errors import (ArgumentShapeError, ArgumentTypeError, ExportedModuleError,
                                   ModuleNotRunnableHereError)
-from jax2tf_native.exported_function import ExportedFunction, leaf_specs
+from jax2tf_native.exported_node import ExportedFunction, leaf_specs
 from tf_ops import custom_call_check, tf_targets, versions
 from tf_ops.plain import lapack_kernels
 
@@ -115,15 +115,15 @@ def call_exported(exported_or_bytes, *, with_gradient: bool = True,
     # A module whose main is dynamic where the artifact declares static shapes (JAX's own
     # back-compat data) is refined to the declared shapes, as XlaCallModule would.
     exported = exporting.exported_for_target(
-        static_refine.refined_to_declared_shapes(rewrite.exported), target)
+        declared_shapes.refined_to_declared_shapes(rewrite.exported), target)
     try:
-        prepared = tf_runner.prepare(exported, leaf_specs(exported),
+        prepared = prepared_export.prepare(exported, leaf_specs(exported),
                                      stablehlo_version=stablehlo_version, target=target,
                                      plain=plain)
     except custom_call_check.CustomCallNotAllowedError as e:
         raise lapack_rewrite.with_failures(e, rewrite.failures) from None
     node = ExportedFunction(exported, prepared, stablehlo_version, target, plain=plain)
-    checked = tf_runner.CheckedSignatures(export_cache.DEFAULT_CACHE_SIZE)
+    checked = prepared_export.CheckedSignatures(export_cache.DEFAULT_CACHE_SIZE)
 
     def run(values, asserts):
         return gradients.call(node, values, asserts, with_gradient)

@@ -1,7 +1,7 @@
 """A `jax.export.Exported` as a node of the gradient mechanism (`gradients.call`).
 
 `call_exported` has no Python function to export a residual forward from, so its node is the
-recompute mode of `differentiable.DifferentiableFunction`, with the same interface
+recompute mode of `function_node.DifferentiableFunction`, with the same interface
 (`primal`, `forward_plan`, `backward_plan`, `diff_in`, `name`) over the artifact's own exports:
 the module as the primal, and `Exported.vjp()` (present when serialized with `vjp_order >= 1`)
 as the VJP, itself such a node for the next order. jax.export's VJPs take one cotangent per
@@ -13,12 +13,12 @@ import threading
 
 import jax
 
-from jax2tf_native import exporting, poly_specs, tf_args, tf_runner
-from jax2tf_native.differentiable import BackwardPlan, ForwardPlan
-from jax2tf_native.vjp_functions import is_differentiable
+from jax2tf_native import exporting, arg_specs, tf_args, prepared_export
+from jax2tf_native.gradient_plans import BackwardPlan, ForwardPlan
+from jax2tf_native.flat_function import is_differentiable
 
 
-def leaf_specs(exported: jax.export.Exported) -> list[poly_specs.LeafSpec]:
+def leaf_specs(exported: jax.export.Exported) -> list[arg_specs.LeafSpec]:
     """The spec of each flat input of `exported` (path, shape string, dims, dtype).
 
     Example:
@@ -31,8 +31,8 @@ def leaf_specs(exported: jax.export.Exported) -> list[poly_specs.LeafSpec]:
     specs = []
     for key_path, aval in jax.tree_util.tree_flatten_with_path(tree)[0]:
         root = "args" if key_path[0].idx == 0 else "kwargs"
-        specs.append(poly_specs.LeafSpec(tf_args.path_str(root, key_path[1:]),
-                                         poly_specs.shape_spec(aval.shape), tuple(aval.shape),
+        specs.append(arg_specs.LeafSpec(tf_args.path_str(root, key_path[1:]),
+                                         arg_specs.shape_spec(aval.shape), tuple(aval.shape),
                                          aval.dtype))
     return specs
 
@@ -42,13 +42,13 @@ class ExportedFunction:
 
     Args:
       exported: the artifact, already for the target TF (`exporting.exported_for_target`).
-      prepared: its module prepared for TF (`tf_runner.prepare`).
+      prepared: its module prepared for TF (`prepared_export.prepare`).
       stablehlo_version: the StableHLO version its VJPs are written in.
       target: the `tf_ops.tf_targets.TfTarget` its VJPs must run on (None: the installed TF).
       plain: its VJPs run as ordinary TF ops too (`enable_xla=False`), as `prepared` does.
     """
 
-    def __init__(self, exported: jax.export.Exported, prepared: tf_runner.PreparedExport,
+    def __init__(self, exported: jax.export.Exported, prepared: prepared_export.PreparedExport,
                  stablehlo_version: str | None, target=None, plain: bool = False):
         self.exported = exported
         self.name = exported.fun_name
@@ -64,7 +64,7 @@ class ExportedFunction:
         self._lock = threading.Lock()
         self._vjp: ExportedFunction | None = None
 
-    def primal(self) -> tf_runner.PreparedExport:
+    def primal(self) -> prepared_export.PreparedExport:
         """The artifact's own module, prepared for TF (what runs when no tape records)."""
         return self._prepared
 
@@ -92,7 +92,7 @@ class ExportedFunction:
                         f"serialize it with Exported.serialize(vjp_order=1) (or higher for "
                         f"higher-order gradients).")
                 vjp = exporting.exported_for_target(self.exported.vjp(), self._target)
-                prepared = tf_runner.prepare(vjp, leaf_specs(vjp),
+                prepared = prepared_export.prepare(vjp, leaf_specs(vjp),
                                              stablehlo_version=self._stablehlo_version,
                                              target=self._target, plain=self.plain)
                 self._vjp = ExportedFunction(vjp, prepared, self._stablehlo_version,

@@ -13,10 +13,10 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from jax2tf_native import _jax_internals, dim_vars, export_cache, shardings
+from jax2tf_native import _jax_internals, arg_shape_check, export_cache, shardings
 from jax2tf_native.errors import (ArgumentTypeError, ExportedModuleError,
                                    ModuleNotRunnableHereError)
-from jax2tf_native.poly_specs import LeafSpec
+from jax2tf_native.arg_specs import LeafSpec
 from jax2tf_native.tf_args import ArgLeaf
 from tf_ops import arguments as tf_arguments
 from tf_ops import custom_call_check
@@ -105,7 +105,7 @@ def check_args(specs: Sequence[LeafSpec], leaves: Sequence[ArgLeaf],
     shapes = tf_arguments.shapes([leaf.value for leaf in leaves],
                                  [leaf.shape for leaf in leaves]) if graph_asserts \
         else [list(leaf.shape) for leaf in leaves]
-    asserts = dim_vars.solve_and_check(specs, shapes, constraints, graph_asserts=graph_asserts)
+    asserts = arg_shape_check.solve_and_check(specs, shapes, constraints, graph_asserts=graph_asserts)
     return values, asserts
 
 
@@ -118,7 +118,7 @@ class CheckedSignatures:
     Example:
         >>> import numpy as np
         >>> from jax2tf_native.tf_args import flatten_args
-        >>> from jax2tf_native.poly_specs import LeafSpec
+        >>> from jax2tf_native.arg_specs import LeafSpec
         >>> class Node:
         ...     specs = (LeafSpec("args[0]", None, (2,), np.dtype("float32")),)
         ...     constraints = ()
