@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from saved_model_tools import cli
-from saved_model_tools import commands
+from saved_model_tools.cli import reading_commands as commands
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
-from saved_model_tools import commands, manifest
+from saved_model_tools import manifest
+from saved_model_tools.cli import reading_commands as commands
 from saved_model_tools import inspect as inspect_lib
 from tests.saved_model_tools.conftest import run_without_jax
 from tf_ops import versions

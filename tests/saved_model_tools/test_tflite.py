@@ -14,7 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 import saved_model_tools
-from saved_model_tools import commands, manifest, tflite
+from saved_model_tools import manifest, tflite
+from saved_model_tools.cli import reading_commands as commands
 from jax2tf_native import example_model
 
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from benchmarks.handwritten_pairs import PAIRS
-from saved_model_tools import commands, tflite_int8
-from saved_model_tools.demo_saved_model import small_saved_model
+from saved_model_tools.cli import reading_commands as commands
+from saved_model_tools.tflite import int8 as tflite_int8
+from saved_model_tools.demo.saved_model import small_saved_model
 from tools import int8_quantization
 
 

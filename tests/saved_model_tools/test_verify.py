@@ -4,7 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from saved_model_tools import commands, manifest, verify, warmup
+from saved_model_tools import manifest, verify, warmup
+from saved_model_tools.cli import reading_commands as commands
 from saved_model_tools.inspect import SavedModelReadError
 from tests.saved_model_tools.conftest import run_without_jax
 
