@@ -34,9 +34,15 @@ from __future__ import annotations
 
 import importlib
 
-# Public names of the writing side.
-_WRITING_NAMES = frozenset({
-    "save", "save_exported", "save_model", "Signature", "save_tfjs", "save_model_tfjs"})
+# Public names of the writing side: the module that defines each.
+_WRITING_NAMES = {
+    "save": "saved_model_tools.write.saved_model",
+    "save_exported": "saved_model_tools.write.exported",
+    "save_model": "saved_model_tools.write.framework_models",
+    "Signature": "saved_model_tools.write.signature",
+    "save_tfjs": "saved_model_tools.write.tfjs_model",
+    "save_model_tfjs": "saved_model_tools.write.tfjs_model",
+}
 
 # Modules the package resolves as attributes on first use (see the docstring).
 _MODULES = {
@@ -50,7 +56,7 @@ _MODULES = {
 
 def __getattr__(name):
     if name in _WRITING_NAMES:
-        return getattr(importlib.import_module("saved_model_tools.write"), name)
+        return getattr(importlib.import_module(_WRITING_NAMES[name]), name)
     if name in _MODULES:
         return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'saved_model_tools' has no attribute {name!r}")

@@ -67,8 +67,8 @@ SUBMODULE_PAGES = {
     "saved_model_tools.tflite.convert_to_tflite":
         "saved_model_tools.tflite.convert.convert_to_tflite",
     "saved_model_tools.tflite.TfliteReport": "saved_model_tools.tflite.report.TfliteReport",
-    "saved_model_tools.tflite_int8.quantize_int8": "saved_model_tools.tflite.int8.quantize_int8",
-    "saved_model_tools.tflite_int8.Int8Report": "saved_model_tools.tflite.int8.Int8Report",
+    "saved_model_tools.tflite.quantize_int8": "saved_model_tools.tflite.int8.quantize_int8",
+    "saved_model_tools.tflite.Int8Report": "saved_model_tools.tflite.int8.Int8Report",
     "saved_model_tools.tfjs.convert_to_tfjs": "saved_model_tools.tfjs.convert.convert_to_tfjs",
     "saved_model_tools.tfjs.TfjsReport": "saved_model_tools.tfjs.convert.TfjsReport",
     "saved_model_tools.tfjs.TfjsExportError": "saved_model_tools.tfjs.convert.TfjsExportError",
@@ -146,7 +146,7 @@ def _index_page(summaries: dict[str, str]) -> str:
              "with it; the errors come last. `jax2tf_native` converts (`import jax2tf_native` "
              "imports neither JAX nor TensorFlow until a name is used); `saved_model_tools` "
              "writes and reads SavedModels, and its reading side (`inspect`, `verify`, "
-             "`tflite`) runs where JAX is not installed. The command line has "
+             "`tflite`, `tfjs`) runs where JAX is not installed. The command line has "
              "[its own page](cli.md).\n"]
     for group, pages in group_pages(summaries):
         lines += [f"## {group.title}\n", f"{group.summary}\n", "| name | what it is |",
