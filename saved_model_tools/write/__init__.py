@@ -13,14 +13,25 @@
   export_fit        -- whether `jax2tf-native export`'s --input and --params fit the function.
 
 Nothing on the reading side (inspect, verify, tflite, tfjs, cli) imports these modules; the
-package's public names (`saved_model_tools.save`, ...) reach them on first use.
+package's public names (`saved_model_tools.save`, ...) reach them on first use. This `__init__`
+imports nothing either: `jax2tf-native export` reaches `write.export_fit` (JAX, no TensorFlow)
+before TensorFlow is imported, so the public names and the modules resolve here on first use.
 """
-from saved_model_tools.write import export_fit, references
-from saved_model_tools.write.exported import save_exported
-from saved_model_tools.write.framework_models import save_model
-from saved_model_tools.write.saved_model import save
-from saved_model_tools.write.signature import Signature
-from saved_model_tools.write.tfjs_model import save_model_tfjs, save_tfjs
+import importlib
 
-__all__ = ["Signature", "export_fit", "references", "save", "save_exported", "save_model",
-           "save_model_tfjs", "save_tfjs"]
+_PUBLIC = {"save": "saved_model", "save_exported": "exported", "save_model": "framework_models",
+           "Signature": "signature", "save_tfjs": "tfjs_model", "save_model_tfjs": "tfjs_model"}
+_SUBMODULES = frozenset({
+    "saved_model", "traced_signature", "records", "references", "progress", "signature",
+    "pytree_inputs", "exported", "framework_models", "tfjs_model", "export_fit"})
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = sorted(_PUBLIC)
