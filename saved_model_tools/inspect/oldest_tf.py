@@ -38,6 +38,7 @@ def tf_support(calling_convention: int, stablehlo_version: str | None,
     exist in its version, but nothing guarantees it), and every custom call runs in TF.
 
     Example:
+        >>> from saved_model_tools.inspect.tf_version_matrix import load_tf_version_matrix
         >>> tf_support(10, "1.13.7", (), load_tf_version_matrix()).oldest_tf
         '2.21'
     """
