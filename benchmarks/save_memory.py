@@ -120,8 +120,8 @@ def child(writer: str, layers: int, width: int, out: str) -> dict:
     import jax2tf_native
     import saved_model_tools
     # Imported before "before": the package resolves these on first use.
-    import saved_model_tools.framework_models  # noqa: F401
-    import saved_model_tools.writer_exported  # noqa: F401
+    import saved_model_tools.write.exported  # noqa: F401
+    import saved_model_tools.write.framework_models  # noqa: F401
     from benchmarks import serving
     from flax import nnx
 
@@ -283,7 +283,7 @@ def big_child(layers: int, width: int, out: str, step: str) -> dict:
     if step == "save":
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import saved_model_tools
-        import saved_model_tools.writer  # noqa: F401  (TF and JAX: imported before "before")
+        import saved_model_tools.write.saved_model  # noqa: F401  (TF and JAX: imported before "before")
         # Each layer is made (as a checkpoint reader would read it) when its Variable is.
         params = [{"w": (lambda i=i: _layer(i, width, np.float32))} for i in range(layers)]
         x = np.ones((2, width), np.float32)

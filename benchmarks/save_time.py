@@ -30,7 +30,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from benchmarks import harness, serving  # noqa: E402
-from saved_model_tools import references, warmup, writer  # noqa: E402
+from saved_model_tools import warmup  # noqa: E402
+from saved_model_tools.write import references
+from saved_model_tools.write import saved_model as writer
 
 PEER = "jax2tf recipe"
 OURS = "ours save()"

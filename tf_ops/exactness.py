@@ -1,7 +1,7 @@
 """The exactness contract in code: when a converted result counts as equal to `jax.jit`'s.
 
 One rule, used by the differential fuzzer (`tools/lax_fuzz`), `verify` and `tflite`
-(`saved_model_tools/verify_compare.py`), and described in docs/exactness.md:
+(`saved_model_tools/verify/compare.py`), and described in docs/exactness.md:
 
 - booleans and integers (values, indices, argmax and sort order, random bits): bit-exact;
 - floats, and the real and imaginary parts of complex numbers, compared component-wise:

@@ -71,8 +71,8 @@ API_GROUPS = (
              "Models for phones, microcontrollers, browsers and Node (plain TF ops).", (
                  "saved_model_tools.tflite.convert_to_tflite",
                  "saved_model_tools.tflite.TfliteReport",
-                 "saved_model_tools.tflite_int8.quantize_int8",
-                 "saved_model_tools.tflite_int8.Int8Report",
+                 "saved_model_tools.tflite.quantize_int8",
+                 "saved_model_tools.tflite.Int8Report",
                  "saved_model_tools.save_tfjs",
                  "saved_model_tools.save_model_tfjs",
                  "saved_model_tools.tfjs.convert_to_tfjs",

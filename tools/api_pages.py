@@ -12,7 +12,7 @@ Pages, each `docs/api/<dotted name>.md`:
 - the submodule functions and modules the guides tell users to call (`SUBMODULE_PAGES`);
 - index.md: every page with the first sentence of its docstring, grouped by task as
   tools/api_groups.py says (errors last);
-- cli.md: `jax2tf-native --help` and each command's `--help`, from saved_model_tools/cli.py's
+- cli.md: `jax2tf-native --help` and each command's `--help`, from saved_model_tools/cli/parser.py's
   parser (argparse only: neither TensorFlow nor JAX is imported).
 """
 from __future__ import annotations
@@ -52,24 +52,26 @@ SUBMODULE_PAGES = {
     "jax2tf_native.linalg_portable": "jax2tf_native.linalg",
     "jax2tf_native.tf_variables.to_variables": "jax2tf_native.tf_variables.to_variables",
     "jax2tf_native.errors.TargetTfError": "tf_ops.tf_targets.TargetTfError",
-    "saved_model_tools.save_tfjs": "saved_model_tools.writer_tfjs.save_tfjs",
-    "saved_model_tools.save_model_tfjs": "saved_model_tools.writer_tfjs.save_model_tfjs",
+    "saved_model_tools.save_tfjs": "saved_model_tools.write.tfjs_model.save_tfjs",
+    "saved_model_tools.save_model_tfjs": "saved_model_tools.write.tfjs_model.save_model_tfjs",
     "saved_model_tools.inspect.inspect_saved_model":
-        "saved_model_tools.inspect.inspect_saved_model",
-    "saved_model_tools.inspect.check_readable": "saved_model_tools.inspect.check_readable",
-    "saved_model_tools.inspect.SavedModelReport": "saved_model_tools.inspect.SavedModelReport",
+        "saved_model_tools.inspect.saved_model.inspect_saved_model",
+    "saved_model_tools.inspect.check_readable":
+        "saved_model_tools.inspect.saved_model.check_readable",
+    "saved_model_tools.inspect.SavedModelReport": "saved_model_tools.inspect.report.SavedModelReport",
     "saved_model_tools.inspect.SavedModelReadError":
-        "saved_model_tools.inspect.SavedModelReadError",
-    "saved_model_tools.verify.verify": "saved_model_tools.verify.verify",
-    "saved_model_tools.verify.VerifyReport": "saved_model_tools.verify.VerifyReport",
-    "saved_model_tools.verify.VerifyError": "saved_model_tools.verify.VerifyError",
-    "saved_model_tools.tflite.convert_to_tflite": "saved_model_tools.tflite.convert_to_tflite",
-    "saved_model_tools.tflite.TfliteReport": "saved_model_tools.tflite.TfliteReport",
-    "saved_model_tools.tflite_int8.quantize_int8": "saved_model_tools.tflite_int8.quantize_int8",
-    "saved_model_tools.tflite_int8.Int8Report": "saved_model_tools.tflite_int8.Int8Report",
-    "saved_model_tools.tfjs.convert_to_tfjs": "saved_model_tools.tfjs.convert_to_tfjs",
-    "saved_model_tools.tfjs.TfjsReport": "saved_model_tools.tfjs.TfjsReport",
-    "saved_model_tools.tfjs.TfjsExportError": "saved_model_tools.tfjs.TfjsExportError",
+        "saved_model_tools.inspect.report.SavedModelReadError",
+    "saved_model_tools.verify.verify": "saved_model_tools.verify.run.verify",
+    "saved_model_tools.verify.VerifyReport": "saved_model_tools.verify.report.VerifyReport",
+    "saved_model_tools.verify.VerifyError": "saved_model_tools.verify.report.VerifyError",
+    "saved_model_tools.tflite.convert_to_tflite":
+        "saved_model_tools.tflite.convert.convert_to_tflite",
+    "saved_model_tools.tflite.TfliteReport": "saved_model_tools.tflite.report.TfliteReport",
+    "saved_model_tools.tflite.quantize_int8": "saved_model_tools.tflite.int8.quantize_int8",
+    "saved_model_tools.tflite.Int8Report": "saved_model_tools.tflite.int8.Int8Report",
+    "saved_model_tools.tfjs.convert_to_tfjs": "saved_model_tools.tfjs.convert.convert_to_tfjs",
+    "saved_model_tools.tfjs.TfjsReport": "saved_model_tools.tfjs.convert.TfjsReport",
+    "saved_model_tools.tfjs.TfjsExportError": "saved_model_tools.tfjs.convert.TfjsExportError",
     "saved_model_tools.manifest": "saved_model_tools.manifest",
     "saved_model_tools.warmup": "saved_model_tools.warmup",
 }
@@ -144,7 +146,7 @@ def _index_page(summaries: dict[str, str]) -> str:
              "with it; the errors come last. `jax2tf_native` converts (`import jax2tf_native` "
              "imports neither JAX nor TensorFlow until a name is used); `saved_model_tools` "
              "writes and reads SavedModels, and its reading side (`inspect`, `verify`, "
-             "`tflite`) runs where JAX is not installed. The command line has "
+             "`tflite`, `tfjs`) runs where JAX is not installed. The command line has "
              "[its own page](cli.md).\n"]
     for group, pages in group_pages(summaries):
         lines += [f"## {group.title}\n", f"{group.summary}\n", "| name | what it is |",

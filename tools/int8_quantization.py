@@ -2,7 +2,7 @@
 ours against the same models written by hand in Keras: their operators and their accuracy
 against float JAX.
 
-Ours: `saved_model_tools.save(..., enable_xla=False)` then `saved_model_tools.tflite_int8.
+Ours: `saved_model_tools.save(..., enable_xla=False)` then `saved_model_tools.tflite.int8.
 quantize_int8` (the documented route). Keras: `model.export` then the same quantizer. Both are
 calibrated on the same representative inputs and checked on the same held-out inputs against
 `jax.jit` of the JAX model (the float truth). Writes tools/results/int8_quantization.json and
@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 import saved_model_tools  # noqa: E402
 from benchmarks.handwritten_pairs import PAIRS  # noqa: E402
-from saved_model_tools import tflite_int8  # noqa: E402
+from saved_model_tools.tflite import int8 as tflite_int8  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = ("mlp", "cnn")

@@ -1,6 +1,6 @@
 """The README comparison rows that need another process: sharded functions (JAX with 2 CPU
 devices, set before JAX starts) and serving on an older TF (a SavedModel run in the venvs of
-TF 2.17-2.20 that `saved_model_tools.tf_envs` builds). Used by tools/readme_table_check.py;
+TF 2.17-2.20 that `saved_model_tools.verify.tf_envs` builds). Used by tools/readme_table_check.py;
 `python -m tools.readme_table_runtime --sharded` is the 2-device child.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from jax.experimental import jax2tf
 
 import jax2tf_native
 import saved_model_tools
-from saved_model_tools import tf_envs
+from saved_model_tools.verify import tf_envs
 from tools.readme_table_common import assert_close, outcome
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def older_tf_row(lines: list[str]) -> None:
     spec = [tf.TensorSpec([None, 3], tf.float32)]
     lines += ["## Row: serving on an older TF", "",
               "A SavedModel of `tanh(x @ w) + sin(x[:, :2])` (polymorphic batch) loaded and "
-              "called in a venv with that TF (`saved_model_tools.tf_envs`), compared with "
+              "called in a venv with that TF (`saved_model_tools.verify.tf_envs`), compared with "
               "JAX.", "",
               "| check | jax2tf | jax2tf-native |", "|---|---|---|",
               f"| a target-version option | "

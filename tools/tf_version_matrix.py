@@ -54,7 +54,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_VERSIONS = ("2.17", "2.18", "2.19", "2.20", "2.21")
-# Shared with `jax2tf-native verify --tf` (saved_model_tools.tf_envs): one venv per TF version.
+# Shared with `jax2tf-native verify --tf` (saved_model_tools.verify.tf_envs): one venv per TF version.
 DEFAULT_CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")
                              ) / "jax2tf_native" / "tf_envs"
 RESULTS = ROOT / "tools" / "results"
@@ -173,7 +173,7 @@ def _log(message: str) -> None:
 
 def ensure_venv(cache: pathlib.Path, version: str) -> pathlib.Path:
     """A venv with tensorflow-cpu==<version>.* (created and installed once, then reused)."""
-    from saved_model_tools import tf_envs
+    from saved_model_tools.verify import tf_envs
     return tf_envs.ensure_tf_env(version, cache=cache, progress=_log)
 
 

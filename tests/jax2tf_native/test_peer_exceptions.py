@@ -219,23 +219,23 @@ PEER_BASES = {
     "tf_ops.custom_call_check.CustomCallNotAllowedError": (ValueError, None),
     "tf_ops.tf_targets.TargetTfError": (ValueError, None),
     "tf_ops.module_verify.ModuleVerifyError": (ValueError, None),
-    "saved_model_tools.verify.VerifyError": (RuntimeError, None),
-    "saved_model_tools.export_command.CommandError": (Exception, None),
-    "saved_model_tools.inspect_records.SavedModelReadError": (ValueError, None),
-    "saved_model_tools.tf_envs.TfEnvError": (RuntimeError, None),
+    "saved_model_tools.verify.report.VerifyError": (RuntimeError, None),
+    "saved_model_tools.cli.export.CommandError": (Exception, None),
+    "saved_model_tools.inspect.report.SavedModelReadError": (ValueError, None),
+    "saved_model_tools.verify.tf_envs.TfEnvError": (RuntimeError, None),
     "saved_model_tools.manifest.ManifestError": (ValueError, None),
     # jax2tf's enable_xla=False (removed in JAX 0.4.36) raised NotImplementedError("Call to
     # <primitive> cannot be converted with enable_xla=False.").
     "tf_ops.plain.errors.PlainLoweringError": (
         NotImplementedError, "cannot be converted with enable_xla=False"),
-    "saved_model_tools.tfjs.TfjsExportError": (ValueError, None),
+    "saved_model_tools.tfjs.convert.TfjsExportError": (ValueError, None),
 }
 # Signals between our own modules, caught where raised: never reach the user.
 INTERNAL = {"jax2tf_native.errors.SymbolicCallTfFound",
             "jax2tf_native.vjp_functions.RematerializationRequested",
             "jax2tf_native.lapack_rewrite.adapters.NotRewritableError",
             "jax2tf_native.dim_expressions.Unknown", "jax2tf_native.dim_expressions.NonLinear",
-            "saved_model_tools.export_fit._MissingParameter"}
+            "saved_model_tools.write.export_fit._MissingParameter"}
 
 
 def _our_exception_classes() -> dict[str, type]:

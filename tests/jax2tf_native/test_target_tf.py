@@ -262,7 +262,7 @@ def test_verify_tf_rejects_a_malformed_version(tmp_path, capsys):
 
 
 def test_tf_env_is_reused_once_built(tmp_path, monkeypatch):
-    from saved_model_tools import tf_envs
+    from saved_model_tools.verify import tf_envs
     monkeypatch.setenv("JAX2TF_NATIVE_TF_ENVS", str(tmp_path))
     assert tf_envs.cache_dir() == tmp_path
     venv = tmp_path / "tf-2.19"

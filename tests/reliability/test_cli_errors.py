@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from saved_model_tools import cli
-from saved_model_tools import commands
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +69,7 @@ def test_unexpected_exception_is_one_line_with_the_debug_hint(monkeypatch, capsy
     with pytest.raises(RuntimeError, match="first line"):
         cli.main([*argv, "--debug"])
     with pytest.raises(RuntimeError, match="first line"):
-        commands.main(["--debug", *argv])
+        cli.main(["--debug", *argv])
 
 
 def test_interrupt_is_one_line(monkeypatch, capsys, tmp_path):
@@ -91,14 +90,14 @@ def test_interrupt_is_one_line(monkeypatch, capsys, tmp_path):
     (["tflite", "NOPE", "--out", "x.tflite"], 2, "NOPE does not exist"),
 ])
 def test_saved_model_tools_process_without_jax(tmp_path, argv, code, message):
-    """`python -m saved_model_tools.commands` in a real process: exit code and one line."""
-    proc = subprocess.run([sys.executable, "-m", "saved_model_tools.commands", *argv],
+    """`python -m saved_model_tools` in a real process: exit code and one line."""
+    proc = subprocess.run([sys.executable, "-m", "saved_model_tools", *argv],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300,
                           env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT),
                                    TF_CPP_MIN_LOG_LEVEL="3"))
     assert proc.returncode == code, proc.stderr
     errors = [l for l in proc.stderr.splitlines() if "error:" in l]
     assert len(errors) == 1 and message in errors[0], proc.stderr
-    assert errors[0].startswith(f"saved_model_tools {argv[0]}: error: ")
+    assert errors[0].startswith(f"jax2tf-native {argv[0]}: error: ")
     assert "Traceback" not in proc.stderr
     assert os.listdir(tmp_path) == []

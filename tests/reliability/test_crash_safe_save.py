@@ -38,7 +38,7 @@ import tensorflow as tf
 
 import saved_model_tools
 from saved_model_tools import manifest as manifest_lib
-from saved_model_tools import references
+from saved_model_tools.write import references
 from saved_model_tools import verify as verify_lib
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

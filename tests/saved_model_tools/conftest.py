@@ -40,7 +40,7 @@ sys.path.insert(0, {str(PROJECT_ROOT)!r})
 def tf_env_python(target: str):
     """The python of a venv with TF `target` (built once, cached), or a printed skip when
     JAX2TF_NATIVE_TF_ENV_TESTS=0 says not to build it."""
-    from saved_model_tools import tf_envs
+    from saved_model_tools.verify import tf_envs
     if os.environ.get("JAX2TF_NATIVE_TF_ENV_TESTS") == "0":
         pytest.skip(f"JAX2TF_NATIVE_TF_ENV_TESTS=0: not building the TF {target} venv; run "
                     f"this module without it to serve the model in TF {target}")

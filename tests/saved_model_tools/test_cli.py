@@ -3,7 +3,8 @@ import re
 import subprocess
 import sys
 
-from saved_model_tools import cli, demo
+from saved_model_tools import cli
+from saved_model_tools.demo import jax_vs_tf as demo
 
 
 def test_demo_reports_agreement_and_timing():

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from saved_model_tools import cli
-from saved_model_tools import export_command, manifest
+from saved_model_tools import manifest
+from saved_model_tools.cli import export as export_command
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 USER_MODULE = textwrap.dedent("""

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
-from saved_model_tools import commands, manifest
+from saved_model_tools import manifest
+from saved_model_tools import cli
+from saved_model_tools.cli.failures import EXIT_UNREADABLE
 from saved_model_tools import inspect as inspect_lib
 from tests.saved_model_tools.conftest import run_without_jax
 from tf_ops import versions
@@ -179,7 +181,7 @@ def test_unreadable_directories_say_what_and_how(tmp_path):
     (tmp_path / "saved_model.pb").write_bytes(b"\xff\xff\xff garbage")
     with pytest.raises(inspect_lib.SavedModelReadError, match="corrupt.*Fix"):
         inspect_lib.inspect_saved_model(tmp_path)
-    assert commands.main(["inspect", str(tmp_path / "missing")]) == commands.EXIT_UNREADABLE
+    assert cli.main(["inspect", str(tmp_path / "missing")]) == EXIT_UNREADABLE
 
 
 def test_readers_import_and_inspect_without_jax(cnn_model):
@@ -192,8 +194,8 @@ def test_readers_import_and_inspect_without_jax(cnn_model):
         "        importlib.import_module(name); print('IMPORTED', name)\n"
         "    except ImportError:\n"
         "        pass\n"
-        "from saved_model_tools import commands, inspect, verify, warmup, tflite, manifest\n"
-        "code = commands.main(['inspect', sys.argv[1], '--json'])\n"
+        "from saved_model_tools import cli, inspect, verify, warmup, tflite, manifest\n"
+        "code = cli.main(['inspect', sys.argv[1], '--json'])\n"
         "print('EXIT', code)\n"
         "print('JAX_LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
         "('jax', 'jaxlib')))\n",

@@ -1,4 +1,4 @@
-"""saved_model_tools.references: JAX references lowered in the caller's thread, compiled and
+"""saved_model_tools.write.references: JAX references lowered in the caller's thread, compiled and
 run on another (save() overlaps them with TF's write), equal to jax.jit's outputs."""
 import threading
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from saved_model_tools import references
+from saved_model_tools.write import references
 
 
 def _in_thread(fn):

@@ -12,7 +12,8 @@ import tensorflow as tf
 import jax2tf_native
 import saved_model_tools
 from saved_model_tools import inspect as inspect_lib
-from saved_model_tools import manifest, references, verify, warmup
+from saved_model_tools import manifest, verify, warmup
+from saved_model_tools.write import references
 from tests.saved_model_tools.conftest import run_without_jax
 
 _DTYPE_INPUTS = {

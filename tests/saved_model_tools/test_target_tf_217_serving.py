@@ -8,7 +8,7 @@ process where JAX cannot be imported, and compared with JAX's outputs recorded a
 (`jax2tf-native verify DIR --tf 2.17`). The same model written without the rewrite fails there,
 so the test can fail.
 
-The venv is built once under `saved_model_tools.tf_envs.cache_dir()` (as the TF 2.19 one of
+The venv is built once under `saved_model_tools.verify.tf_envs.cache_dir()` (as the TF 2.19 one of
 test_target_tf_serving.py) and reused. Set JAX2TF_NATIVE_TF_ENV_TESTS=0 to skip (e.g. offline);
 the skip reason is printed in pytest's summary.
 """

@@ -6,7 +6,7 @@ uses, in a process where JAX cannot be imported, and compared with JAX's outputs
 time: `jax2tf-native verify DIR --tf 2.19`. The same model written for the installed TF fails
 there, so the test can fail.
 
-The venv is built once under `saved_model_tools.tf_envs.cache_dir()` (73-119 s measured on the
+The venv is built once under `saved_model_tools.verify.tf_envs.cache_dir()` (73-119 s measured on the
 2-core machine with pip's cache warm; a few minutes on a cold one) and reused by later runs, CI
 included. Set JAX2TF_NATIVE_TF_ENV_TESTS=0 to skip (e.g. offline); the skip reason is printed
 in pytest's summary. Run alone:

@@ -14,7 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 import saved_model_tools
-from saved_model_tools import commands, manifest, tflite
+from saved_model_tools import manifest, tflite
+from saved_model_tools import cli
 from jax2tf_native import example_model
 
 
@@ -51,7 +52,7 @@ def test_fixed_batch(cnn_model, tmp_path):
 
 def test_unconvertible_module_is_reported_not_written(argmax_model, tmp_path, capsys):
     out = tmp_path / "argmax.tflite"
-    code = commands.main(["tflite", str(argmax_model), "--out", str(out)])
+    code = cli.main(["tflite", str(argmax_model), "--out", str(out)])
     text = capsys.readouterr().out
     assert code == 4 and not out.exists(), text
     assert "NOT CONVERTED" in text and "mhlo.reduce" in text

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from benchmarks.handwritten_pairs import PAIRS
-from saved_model_tools import commands, tflite_int8
-from saved_model_tools.demo_saved_model import small_saved_model
+from saved_model_tools import cli
+from saved_model_tools.tflite import int8 as tflite_int8
+from saved_model_tools.demo.saved_model import small_saved_model
 from tools import int8_quantization
 
 
@@ -49,10 +50,10 @@ def test_cli_int8_quantizes_with_representative_npz(tmp_path, capsys):
     data = tmp_path / "calibration.npz"
     np.savez(data, x=np.random.default_rng(0).standard_normal((16, 3)).astype(np.float32))
     out = tmp_path / "m.tflite"
-    code = commands.main(["tflite", str(directory), "--out", str(out), "--int8",
+    code = cli.main(["tflite", str(directory), "--out", str(out), "--int8",
                           "--representative", str(data), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and out.is_file() and report["status"] == "quantized", report
     assert report["float_tensors"] == 0 and report["accuracy"][0]["relative_error"] < 0.1
-    assert commands.main(["tflite", str(directory), "--out", str(out), "--int8"]) == 2
+    assert cli.main(["tflite", str(directory), "--out", str(out), "--int8"]) == 2
     assert "--int8 needs --representative" in capsys.readouterr().err

@@ -4,7 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from saved_model_tools import commands, manifest, verify, warmup
+from saved_model_tools import manifest, verify, warmup
+from saved_model_tools import cli
+from saved_model_tools.cli.failures import EXIT_UNREADABLE
 from saved_model_tools.inspect import SavedModelReadError
 from tests.saved_model_tools.conftest import run_without_jax
 
@@ -61,7 +63,7 @@ def test_mismatch_and_bad_warmup_fail_with_per_output_lines(cnn_model, model_cop
     recorded = sorted(r.batch_size for r, _ in refs)
     unrecorded = max(recorded) + 1
     sizes = [str(b) for b in recorded + [unrecorded]]
-    assert commands.main(["verify", str(broken), "--batch-sizes", *sizes]) == verify.EXIT_FAILED
+    assert cli.main(["verify", str(broken), "--batch-sizes", *sizes]) == verify.EXIT_FAILED
     out = capsys.readouterr().out
     failed = [line for line in out.splitlines() if line.startswith("FAIL ")]
     assert len(failed) == 3, out
@@ -78,7 +80,7 @@ def test_mismatch_and_bad_warmup_fail_with_per_output_lines(cnn_model, model_cop
 
 
 def test_model_without_manifest_gets_a_smoke_run(peer_model, capsys):
-    code = commands.main(["verify", str(peer_model), "--allow-no-references", "--json"])
+    code = cli.main(["verify", str(peer_model), "--allow-no-references", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0
     assert report["status"] == "no-references" and not report["has_manifest"]
@@ -98,7 +100,7 @@ def test_unreadable_models_raise_clear_errors(tmp_path):
     (tmp_path / "saved_model.pb").write_bytes(b"\x0a\xff\xff\xff truncated")
     with pytest.raises(SavedModelReadError, match="corrupt.*Fix"):
         verify.verify(tmp_path)
-    assert commands.main(["verify", str(tmp_path / "missing")]) == commands.EXIT_UNREADABLE
+    assert cli.main(["verify", str(tmp_path / "missing")]) == EXIT_UNREADABLE
     with pytest.raises(ValueError, match="positive ints"):
         verify.verify(tmp_path, batch_sizes=[0])
 

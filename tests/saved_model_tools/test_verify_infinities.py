@@ -7,8 +7,9 @@ import pytest
 from tensorflow.core.protobuf import meta_graph_pb2
 
 import saved_model_tools
-from saved_model_tools import manifest, verify, verify_cases
-from saved_model_tools.verify_compare import compare_values
+from saved_model_tools import manifest, verify
+from saved_model_tools.verify import cases as verify_cases
+from saved_model_tools.verify.compare import compare_values
 
 INF, NAN = np.inf, np.nan
 

@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 import saved_model_tools
-from saved_model_tools import manifest, references
+from saved_model_tools import manifest
+from saved_model_tools.write import references
 
 prediction_log_pb2 = pytest.importorskip(
     "tensorflow_serving.apis.prediction_log_pb2",

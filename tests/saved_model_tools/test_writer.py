@@ -17,7 +17,8 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 import saved_model_tools
 from jax2tf_native import example_model
-from saved_model_tools import manifest, references
+from saved_model_tools import manifest
+from saved_model_tools.write import references
 from tools import child_runner
 
 POLY = ["(b, 28, 28, 1)"]

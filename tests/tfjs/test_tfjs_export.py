@@ -1,4 +1,4 @@
-"""Our TF.js export (saved_model_tools.tfjs / writer_tfjs / `jax2tf-native tfjs`), run by the
+"""Our TF.js export (saved_model_tools.tfjs / write.tfjs_model / `jax2tf-native tfjs`), run by the
 real runtimes: @tensorflow/tfjs in Node at two batch sizes, and headless Chromium, against JAX.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ RTOL, ATOL = 1e-4, 1e-5
 
 
 def test_private_freeze_entry_points_are_where_we_use_them():
-    """tf_ops/tfjs_graph.py uses private TF (freezing, Grappler); an upgrade that moves them
+    """tf_ops/graph_passes.py uses private TF (freezing, Grappler); an upgrade that moves them
     fails here by name."""
     from tensorflow.python.framework import convert_to_constants
     from tensorflow.python.grappler import cluster, tf_optimizer

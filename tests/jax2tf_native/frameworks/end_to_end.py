@@ -103,11 +103,11 @@ def check_model(tmp_path, model, example_args_by_batch, polymorphic_shapes, *,
 
 def _inputs_by_name(args):
     """The signature's input names -> arrays (save names leaves by key path, in tree order)."""
-    from saved_model_tools import pytree_inputs
+    from saved_model_tools.write import pytree_inputs
     flat = pytree_inputs.flatten(list(args), [None] * len(args), None)
     return dict(zip(flat.names, flat.arrays))
 
 
 def _outputs_by_name(result):
-    from saved_model_tools import signature
+    from saved_model_tools.write import signature
     return signature.name_outputs(result, None, "test")
