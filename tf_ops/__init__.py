@@ -37,6 +37,8 @@ Its modules, one job each:
   `jax.jit`'s): what is bit-exact, and every tolerated float difference with its bound.
 - `gather_batching`: rewrites gathers/scatters with batching dimensions for older TFs' XLA.
 - `gradient_ops`: the TF ops around a gradient unit.
+- `graph_passes`: TF's private graph passes (freezing Variables into Consts, Grappler), for
+  the TF.js writer (saved_model_tools/tfjs/graph.py).
 - `host_can_run`: whether this host can run a module (platforms, multi-device ops), without JAX.
 - `known_downgrades`: skips re-writing a module whose write for TF would change only its header.
 - `mlir_walk`: the one walk over a module's ops, and the one custom-call target reader.
@@ -49,8 +51,6 @@ Its modules, one job each:
 - `source_lines`: the one reader of the user's source line in an MLIR location (for messages).
 - `tape_state`: what TF's gradient tapes record now.
 - `tf_targets`: the TF versions we target, measured (StableHLO version, calling convention).
-- `tfjs_fusion`: the folds and fusions tensorflowjs's converter makes of a plain graph.
-- `tfjs_graph`: a SavedModel signature as one frozen GraphDef for TF.js.
 - `versions`: what the installed TensorFlow can read (StableHLO, calling convention).
 - `xla_call_module`: builds the one `XlaCallModule` op (and the guard for modules this host
   cannot run), or with `enable_xla=False` hands the module to `plain`.

@@ -3,7 +3,8 @@
   convert  -- `convert_to_tfjs`: checks what TF.js can run, then writes model.json and the
               weight shards (the format tensorflowjs writes; no tensorflowjs package needed).
   graph    -- the rewrites of the frozen graph before it is written (assertions dropped,
-              Erfc, Grappler and the folds and fusions tensorflowjs makes).
+              Erfc, Grappler through tf_ops.graph_passes, then `fusion`).
+  fusion   -- the folds and fusions tensorflowjs's converter makes of a hand-written model.
 
 From a JAX function or framework model in one call: `saved_model_tools.save_tfjs` /
 `save_model_tfjs` (saved_model_tools/write/tfjs_model.py, the writing side); from the command

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tf_ops import tfjs_fusion
+from saved_model_tools.tfjs import fusion
 from tf_ops.graph_passes import grappler
 
 # Debug ops of our shape assertions (tf_ops/plain/control_flow.custom_call): TF.js has no Assert
@@ -82,15 +82,14 @@ def optimize(graph_def, graph, output_names: list[str]):
     them) fold the shape arithmetic of fixed dimensions and the parameters' arithmetic into
     constants; per-channel affine ops after a convolution or matmul are folded into its weights
     and a `BiasAdd`, and `Conv2D`/`MatMul` + `BiasAdd` + activation become `_FusedConv2D`/
-    `_FusedMatMul` (`tf_ops.tfjs_fusion`). The affine fold runs between a constant-folding
-    pass and the arithmetic passes: a `BiasAdd` before a `Relu` keeps Grappler from moving the
-    `Relu` after a following `MaxPool` (its arithmetic pass leaves a `Relu` the remapper could
+    `_FusedMatMul` (`fusion`). The affine fold runs between a constant-folding pass and the
+    arithmetic passes: a `BiasAdd` before a `Relu` keeps Grappler from moving the `Relu` after a following `MaxPool` (its arithmetic pass leaves a `Relu` the remapper could
     fuse in place), so the `Relu` fuses into the convolution as in the hand-written model.
     """
     graph_def = grappler(graph_def, graph, output_names, _CONSTANT_PASSES)
-    graph_def = tfjs_fusion.fold_channel_affine(graph_def, output_names)
+    graph_def = fusion.fold_channel_affine(graph_def, output_names)
     graph_def = grappler(graph_def, graph, output_names, _SIMPLIFY_PASSES)
-    return tfjs_fusion.fuse_bias_activation(graph_def, output_names)
+    return fusion.fuse_bias_activation(graph_def, output_names)
 
 
 def library_op_types(graph_def) -> set[str]:

@@ -1,5 +1,5 @@
-"""tf_ops.tfjs_fusion on small graphs run by TF itself: the folded and fused graph computes what
-the graph it came from computes (the fold within a few float32 ulps), and what is not a
+"""saved_model_tools.tfjs.fusion on small graphs run by TF itself: the folded and fused graph
+computes what the graph it came from computes (the fold within a few float32 ulps), and what is not a
 per-channel affine chain or a fusable activation is left as it was."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_ops import tfjs_fusion
+from saved_model_tools.tfjs import fusion
 
 RNG = np.random.default_rng(0)
 CHANNELS = 6
@@ -79,7 +79,7 @@ CHAINS = {
 def test_affine_chain_folds_into_weights_and_one_bias_add(name):
     build, x_shape, want_ops = CHAINS[name]
     graph_def, outputs = _graph(build, x_shape)
-    folded = tfjs_fusion.fold_channel_affine(graph_def, outputs)
+    folded = fusion.fold_channel_affine(graph_def, outputs)
     assert _ops(folded) == want_ops
     x = RNG.standard_normal(x_shape).astype(np.float32)
     want, got = _run(graph_def, x), _run(folded, x)
@@ -108,7 +108,7 @@ NOT_FOLDED = {
 def test_what_is_not_a_per_channel_affine_chain_is_left_alone(name):
     build, x_shape = NOT_FOLDED[name]
     graph_def, outputs = _graph(build, x_shape)
-    folded = tfjs_fusion.fold_channel_affine(graph_def, outputs)
+    folded = fusion.fold_channel_affine(graph_def, outputs)
     assert _ops(folded) == _ops(graph_def)
     x = RNG.standard_normal(x_shape).astype(np.float32)
     np.testing.assert_array_equal(_run(folded, x), _run(graph_def, x))
@@ -129,9 +129,9 @@ def test_bias_add_and_activation_fuse_into_the_contraction(contraction, activati
     bias = _values(CHANNELS, low=-1, high=1)
     graph_def, outputs = _graph(
         lambda x: ACTIVATIONS[activation](tf.nn.bias_add(build(x), bias)), x_shape)
-    fused = tfjs_fusion.fuse_bias_activation(graph_def, outputs)
+    fused = fusion.fuse_bias_activation(graph_def, outputs)
     (node,) = [n for n in fused.node if n.op == "_Fused" + contraction]
-    fusable = activation in tfjs_fusion.FUSABLE_ACTIVATIONS
+    fusable = activation in fusion.FUSABLE_ACTIVATIONS
     assert list(node.attr["fused_ops"].list.s) == \
         [b"BiasAdd"] + ([activation.encode()] if fusable else [])
     assert _ops(fused) == collections.Counter(
