@@ -126,14 +126,16 @@ class Running:
 
     def __init__(self, job: Job):
         self.job = job
-        # `nice` execs the interpreter: the exit status and signals are the child's own.
-        command = (["nice", "-n", str(job.nice)] if job.nice else []) + [sys.executable,
-                                                                          *job.args]
         self._proc = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            [sys.executable, *job.args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if job.merge_output else subprocess.PIPE,
             cwd=job.cwd or ROOT, env=child_env(job.env), start_new_session=True)
         self._start = time.monotonic()
+        # Set here, before anyone can renice it (a `nice -n` wrapper would apply its nice after
+        # a renice that came first), while the interpreter is starting: its later threads
+        # inherit it.
+        if job.nice:
+            self.renice(job.nice)
 
     @property
     def pid(self) -> int:

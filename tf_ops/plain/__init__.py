@@ -104,7 +104,7 @@ def refusal(exported: jax.export.Exported, n_tf_functions: int) -> str | None:
 
 
 def module_from_exported(exported: jax.export.Exported,
-                               n_tf_functions: int = 0) -> PlainModule:
+                        n_tf_functions: int = 0) -> PlainModule:
     """Reads `exported`'s module and checks that every op lowers exactly to plain TF ops.
 
     Raises:
