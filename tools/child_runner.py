@@ -178,6 +178,13 @@ class Running:
         for thread in threads:
             with contextlib.suppress(OSError):   # ended, or not allowed
                 os.setpriority(os.PRIO_PROCESS, int(thread), priority)
+        # The child leads a session of its own, and so (where the kernel groups by session,
+        # sched_autogroup_enabled=1) a scheduling group of its own: between groups only the
+        # group's nice counts, so a thread's nice alone would give it an equal share with this
+        # process. Measured: three processes at 60% each on 2 cores with only thread nices.
+        with contextlib.suppress(OSError):   # no autogroups, ended, or not allowed
+            with open(f"/proc/{self._proc.pid}/autogroup", "w") as group:
+                group.write(str(max(-20, min(19, priority))))
 
     def kill(self) -> None:
         """Ends the child and what it started (its session) now, if it still runs."""

@@ -90,6 +90,23 @@ def test_a_low_priority_child_runs_niced_and_keeps_its_own_exit_status():
     assert (run.returncode, run.stdout) == (3, f"{min(parent + 5, 19)}\n"), run
 
 
+def test_a_niced_child_s_scheduling_group_is_niced_too():
+    """The child leads its own session, so with sched_autogroup_enabled=1 it has a scheduling
+    group of its own, and only the group's nice weighs against this process."""
+    try:
+        enabled = open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() == "1"
+    except OSError:
+        enabled = False
+    code = "print(open('/proc/self/autogroup').read() if %r else 'no autogroups')" % enabled
+    run = child_runner.run(Job(["-c", code], timeout=120, what="the niced child", nice=5))
+    parent = os.getpriority(os.PRIO_PROCESS, 0)
+    if not enabled:
+        print("this kernel has no autogroups: only the threads' nice applies (checked above)")
+        assert run.stdout == "no autogroups\n", run
+    else:
+        assert run.stdout.strip().endswith(f"nice {min(parent + 5, 19)}"), run
+
+
 def test_a_pool_child_gets_full_priority_while_a_caller_waits():
     parent = os.getpriority(os.PRIO_PROCESS, 0)
     # The child reports its priority once it differs from the one it started with (the wait
