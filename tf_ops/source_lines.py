@@ -52,8 +52,13 @@ def op_path(location: str) -> str:
 
 
 def source(location: str) -> str:
-    """The user's line, or else JAX's op path, or "": what an op's error message cites."""
-    return user_line(location) or op_path(location)
+    """The user's line, or else JAX's op path ("jit(f)/tanh"), or "": what an op's error
+    message and a plain model's op sources cite. Not any other name: the ops of a region carry
+    only their parent's bare name ("reduce_window:"), which says less than the parent's line,
+    recorded for the parent op."""
+    text = str(location)
+    found = _JAX_OP_PATH.search(text)
+    return user_line(text) or (found.group(1) if found else "")
 
 
 def describe(location: str) -> str:

@@ -208,7 +208,8 @@ class _Reader:
         return Op(name=op.name, operands=operands, results=results,
                   operand_types=tuple(_tensor_type(v.type) for v in op.operands),
                   result_types=tuple(_tensor_type(r.type) for r in op.results),
-                  attrs=attrs, regions=regions, source=source_lines.source(location), location=location)
+                  attrs=attrs, regions=regions, source=source_lines.source(location),
+                  location=location)
 
 
 def _tensor_type(t) -> TensorType:
