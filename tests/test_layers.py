@@ -203,12 +203,14 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
     return []
 
 
-def test_saved_model_tools_has_no_import_circle():
-    """Module-to-module imports inside saved_model_tools, `if TYPE_CHECKING:` ones included
+@pytest.mark.parametrize("package", ["saved_model_tools", "jax2tf_native", "tf_ops"])
+def test_no_import_circle(package):
+    """Module-to-module imports inside each package, `if TYPE_CHECKING:` ones included
     (`from saved_model_tools.inspect import report` imports the module `report`; a name from a
     package's `__init__` imports the `__init__`). A room's `__init__` re-exporting its modules
-    is the one kind of edge left out: importing a room's module runs that `__init__` first."""
-    modules = {_module_name(p): p for p in (PROJECT_ROOT / "saved_model_tools").rglob("*.py")}
+    is the one kind of edge left out: importing a room's module runs that `__init__` first.
+    (Between packages, imports flow one way: test_imports_flow_one_way_...)."""
+    modules = {_module_name(p): p for p in (PROJECT_ROOT / package).rglob("*.py")}
     graph = {}
     for name, path in modules.items():
         targets = set()
