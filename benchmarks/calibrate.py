@@ -9,8 +9,9 @@ interleaving at a coarser grain.
 """
 from __future__ import annotations
 
-import time
 from typing import Callable
+
+from benchmarks import harness
 
 
 def calls_per_round(candidates: dict[str, Callable[[], object]], target_s: float = 0.01,
@@ -21,10 +22,7 @@ def calls_per_round(candidates: dict[str, Callable[[], object]], target_s: float
         >>> calls_per_round({"noop": lambda: None}, max_calls=5)
         5
     """
-    fastest = float("inf")
-    for fn in candidates.values():
-        fn()  # the first call may compile
-        start = time.perf_counter()
-        fn()
-        fastest = min(fastest, time.perf_counter() - start)
+    # One call each after an untimed first one (it may compile).
+    fastest = min(harness.seconds_per_call(fn, repeats=1, warmup=1)
+                  for fn in candidates.values())
     return max(1, min(max_calls, int(target_s / max(fastest, 1e-9))))

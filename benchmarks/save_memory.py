@@ -44,6 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import harness
+
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 PEER = "jax2tf recipe"
@@ -216,9 +218,7 @@ def measure(rounds: int, layers: int, width: int, writers) -> list[dict]:
 
 
 def _median(values):
-    values = sorted(values)
-    n = len(values)
-    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+    return harness.spread(values)["median"]
 
 
 def report(rows: list[dict], rounds: int, layers: int, width: int) -> str:
