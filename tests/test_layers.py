@@ -29,7 +29,7 @@ LAYERS = ("tf_ops", "jax2tf_native", "saved_model_tools")  # lowest first
 
 # saved_model_tools' rooms (subpackages) and top-level modules, by side.
 READING_SIDE = ("inspect", "verify", "tflite", "tfjs", "cli",
-                "atomic_dir", "manifest", "reference_file", "warmup")
+                "atomic_dir", "manifest", "reference_file", "warmup", "lazy_names")
 WRITING_SIDE = ("write", "demo")
 
 # (module path, function): why the import is deferred. docs/architecture.md lists the same.

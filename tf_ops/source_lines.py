@@ -44,11 +44,16 @@ def user_line(location: str) -> str:
     return ""
 
 
+def _jax_op_path(text: str) -> str:
+    found = _JAX_OP_PATH.search(text)
+    return found.group(1) if found else ""
+
+
 def op_path(location: str) -> str:
     """JAX's op path ("jit(f)/tanh") in a printed MLIR location; else its first name, or ""."""
     text = str(location)
-    found = _JAX_OP_PATH.search(text) or _NAME.search(text)
-    return found.group(1) if found else ""
+    found = _NAME.search(text)
+    return _jax_op_path(text) or (found.group(1) if found else "")
 
 
 def source(location: str) -> str:
@@ -57,8 +62,7 @@ def source(location: str) -> str:
     only their parent's bare name ("reduce_window:"), which says less than the parent's line,
     recorded for the parent op."""
     text = str(location)
-    found = _JAX_OP_PATH.search(text)
-    return user_line(text) or (found.group(1) if found else "")
+    return user_line(text) or _jax_op_path(text)
 
 
 def describe(location: str) -> str:

@@ -14,7 +14,7 @@ with it) before the blocker is installed. The public names of `run` and `report`
 modules, resolve here on first use (`saved_model_tools.verify.verify`,
 `saved_model_tools.verify.VerifyReport`, `saved_model_tools.verify.tf_envs`).
 """
-import importlib
+from saved_model_tools.lazy_names import lazy_names
 
 _PUBLIC = {
     "verify": "run",
@@ -26,13 +26,7 @@ _PUBLIC = {
 
 _SUBMODULES = frozenset({"run", "report", "jax_blocker", "child", "cases", "compare", "tf_envs"})
 
-
-def __getattr__(name):
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _PUBLIC, _SUBMODULES)
 
 
 __all__ = sorted(_PUBLIC)

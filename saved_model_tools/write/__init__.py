@@ -17,7 +17,7 @@ package's public names (`saved_model_tools.save`, ...) reach them on first use. 
 imports nothing either: `jax2tf-native export` reaches `write.export_fit` (JAX, no TensorFlow)
 before TensorFlow is imported, so the public names and the modules resolve here on first use.
 """
-import importlib
+from saved_model_tools.lazy_names import lazy_names
 
 _PUBLIC = {"save": "saved_model", "save_exported": "exported", "save_model": "framework_models",
            "Signature": "signature", "save_tfjs": "tfjs_model", "save_model_tfjs": "tfjs_model"}
@@ -25,13 +25,7 @@ _SUBMODULES = frozenset({
     "saved_model", "traced_signature", "records", "references", "progress", "signature",
     "pytree_inputs", "exported", "framework_models", "tfjs_model", "export_fit"})
 
-
-def __getattr__(name):
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _PUBLIC, _SUBMODULES)
 
 
 __all__ = sorted(_PUBLIC)
