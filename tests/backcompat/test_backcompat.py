@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import matrix
 from tools.backcompat import artifacts as artifact_specs
 from tools.backcompat import storage
 from tf_ops import custom_call_allowlist as allowlist
@@ -131,8 +132,19 @@ def test_runs_in_jax(name):
     _assert_outputs_match(artifact, outputs, "JAX")
 
 
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["eager", "jit_compile"])
-@pytest.mark.parametrize("name", ARTIFACT_NAMES)
+def _tf_params() -> list:
+    """(name, jit_compile) for every artifact, eagerly and under jit_compile. CI runs every
+    artifact eagerly and, of the LAPACK ones, only the Cholesky under jit_compile: the others'
+    XLA compiles (SVD's alone is ~80 CPU-s) run in the full matrix (tests/matrix.py); the
+    jit_compile run differs from the eager one by the tf.function around the same rewritten
+    module, which the Cholesky one and tests/jax2tf_native/linalg_isolated check in CI."""
+    return [matrix.in_ci(name, jit, id=f"{name}-{'jit_compile' if jit else 'eager'}",
+                         ci=not jit or not name.startswith("cpu_lapack_")
+                         or name == "cpu_lapack_cholesky")
+            for name in ARTIFACT_NAMES for jit in (False, True)]
+
+
+@pytest.mark.parametrize("name, jit_compile", _tf_params())
 def test_runs_in_tf(name, jit_compile):
     artifact = _by_name(name)
     blockers = _tf_blockers(artifact)

@@ -23,6 +23,8 @@ from jax2tf_native import _jax_internals, lapack_rewrite
 from tf_ops import custom_call_allowlist, versions
 from tf_ops.custom_call_check import CustomCallNotAllowedError
 
+from tests import matrix
+
 _DATA = "jax._src.internal_test_util.export_back_compat_test_data."
 _FILES = ("cpu_cholesky_lapack_potrf", "cpu_eig_lapack_geev", "cpu_eigh_lapack_syev",
           "cpu_hessenberg_lapack_gehrd", "cpu_lu_lapack_getrf", "cpu_qr_lapack_geqrf",
@@ -154,14 +156,18 @@ def _flat(outs):
     return [np.asarray(o) for o in jax.tree.leaves(outs)]
 
 
-# Every entry runs eagerly; under jit_compile=True, float32 and complex128 of each file (one
-# real and one complex dtype, one of each precision): the second XLA compile of a rewritten
-# module costs as much as the first (the suite's largest CPU cost), and the jit_compile path
-# differs from the eager one by the tf.function around the same op, not by dtype.
+# CI runs the float32 and complex128 entries of each file, the full matrix all four
+# (tests/matrix.py). Every entry runs eagerly; under jit_compile=True, float32 and complex128
+# of each file (one real and one complex dtype, one of each precision): the second XLA compile
+# of a rewritten module costs as much as the first (the suite's largest CPU cost), and the
+# jit_compile path differs from the eager one by the tf.function around the same op, not by
+# dtype.
 _JIT_COMPILE_DTYPES = ("f32", "c128")
 
 
-@pytest.mark.parametrize("file,dtype", list(itertools.product(_FILES, _DTYPES)))
+@pytest.mark.parametrize("file,dtype", [
+    matrix.in_ci(f, d, id=f"{f}-{d}", ci=d in matrix.CI_DTYPES)
+    for f, d in itertools.product(_FILES, _DTYPES)])
 def test_jax_backcompat_entry_runs_in_tf(file, dtype):
     entry = _entry(file, dtype)
     artifact = _artifact(entry)

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 import jax2tf_native
 from jax2tf_native.errors import ArgumentShapeError
+from tests import matrix
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 EPS = {np.float32: 1.2e-7, np.complex64: 1.2e-7, np.float64: 2.3e-16, np.complex128: 2.3e-16}
@@ -57,7 +58,14 @@ def _ids(params):
     return [f"{np.dtype(d).name}-{'x'.join(map(str, s))}" for d, s in params]
 
 
+# CI runs the single-precision cases (every size), the full matrix the double ones too
+# (tests/matrix.py).
+CI_DTYPES = (np.float32, np.complex64)
 CASES = [(d, s) for d in DTYPES for s in SHAPES[d]]
+
+
+def _params(cases):
+    return [matrix.in_ci(d, s, id=_ids([(d, s)])[0], ci=d in CI_DTYPES) for d, s in cases]
 
 
 def _mH(x):
@@ -93,8 +101,7 @@ def _match_eigenvalues(w, w_ref):
 # ---------------------------------------------------------------------------
 # hessenberg: LAPACK gehrd's packed layout, element for element.
 
-@pytest.mark.parametrize("dtype, shape", [c for c in CASES if c[1][-1] > 0], ids=_ids(
-    [c for c in CASES if c[1][-1] > 0]))
+@pytest.mark.parametrize("dtype, shape", _params([c for c in CASES if c[1][-1] > 0]))
 def test_hessenberg_matches_lapack_gehrd_elementwise(dtype, shape, rng):
     a = _matrix(rng, dtype, shape)
     n = shape[-1]
@@ -150,7 +157,7 @@ def _assert_schur_structure(t, dtype):
     del n
 
 
-@pytest.mark.parametrize("dtype, shape", CASES, ids=_ids(CASES))
+@pytest.mark.parametrize("dtype, shape", _params(CASES))
 def test_schur_is_a_schur_decomposition_like_lapacks(dtype, shape, rng):
     a = _matrix(rng, dtype, shape)
     n = shape[-1]
@@ -185,7 +192,8 @@ def test_schur_without_vectors_and_under_jit_compile(dtype, rng):
                           _rel(want_z @ want_t @ _mH(want_z) - a, a), dtype, 6)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("dtype", [np.float32, matrix.in_ci(np.float64, id="float64", ci=False),
+                                   np.complex64])
 def test_sqrtm_and_funm_through_schur_match_jax(dtype, rng):
     # A matrix with a positive spectrum so that sqrtm is well conditioned.
     a = _matrix(rng, dtype, (6, 6)) * 0.3 + 3 * np.eye(6, dtype=dtype)
@@ -231,7 +239,7 @@ def _assert_real_input_structure(w, vs):
             k += 2
 
 
-@pytest.mark.parametrize("dtype, shape", CASES, ids=_ids(CASES))
+@pytest.mark.parametrize("dtype, shape", _params(CASES))
 def test_eig_matches_lapack(dtype, shape, rng):
     a = _matrix(rng, dtype, shape)
     n = shape[-1]
@@ -321,9 +329,10 @@ def _eigvec_loss(a):
     return jnp.sum(jnp.abs(w) ** 2) + jnp.sum(jnp.abs(vr[..., 0, :]) ** 2 * jnp.real(w))
 
 
-@pytest.mark.parametrize("loss, dtype", [(_eigval_loss, np.float32), (_eigvec_loss, np.float32),
-                                         (_eigval_loss, np.float64)],
-                         ids=["eigvals-f32", "eigvecs-f32", "eigvals-f64"])
+@pytest.mark.parametrize("loss, dtype", [
+    pytest.param(_eigval_loss, np.float32, id="eigvals-f32"),
+    pytest.param(_eigvec_loss, np.float32, id="eigvecs-f32"),
+    matrix.in_ci(_eigval_loss, np.float64, id="eigvals-f64", ci=False)])
 def test_eig_gradient_matches_jax(loss, dtype, rng):
     a = _matrix(rng, dtype, (2, 4, 4))
     with _x64(dtype):

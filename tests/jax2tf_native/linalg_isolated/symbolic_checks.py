@@ -17,6 +17,7 @@ from jax import lax
 import jax2tf_native
 from jax2tf_native import _jax_internals, linalg_portable
 from jax2tf_native.linalg.errors import lower_symbolic
+from tests import matrix
 
 lin = lax.linalg
 SIZES = [(2, 3), (1, 7)]  # (b, n) values the one export is run at
@@ -95,7 +96,14 @@ NONSYMMETRIC = {
 NONSYMMETRIC_SIZES = [(2, 3), (1, 7), (1, 1), (2, 2)]
 
 
-@pytest.mark.parametrize("name", sorted(NONSYMMETRIC))
+# CI: the Hessenberg step, a complex Schur and a real eig (eigenvalues and vectors; eigvals of a
+# symbolic n is nonsymmetric_checks.py's too); the full matrix adds the real Schur, the complex
+# eig and eigvals (tests/matrix.py).
+_NONSYMMETRIC_FULL_ONLY = ("schur_real", "eig_complex", "eigvals")
+
+
+@pytest.mark.parametrize("name", [matrix.in_ci(n, id=n, ci=n not in _NONSYMMETRIC_FULL_ONLY)
+                                  for n in sorted(NONSYMMETRIC)])
 def test_nonsymmetric_symbolic_matrix_size_runs_in_tf(name):
     fn, dtype = NONSYMMETRIC[name]
     with jax.enable_x64(np.dtype(dtype) in (np.float64, np.complex128)):
@@ -214,8 +222,11 @@ def _rank_deficient(a):
     return a
 
 
-@pytest.mark.parametrize("full_matrices", [False, True], ids=["reduced", "full"])
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64], ids=["f32", "c64"])
+# CI: reduced float32 and full complex64; the full matrix all four (tests/matrix.py).
+@pytest.mark.parametrize("dtype, full_matrices", [
+    matrix.in_ci(d, full, id=f"{i}-{mode}", ci=(i, mode) in (("f32", "reduced"), ("c64", "full")))
+    for d, i in ((np.float32, "f32"), (np.complex64, "c64"))
+    for full, mode in ((False, "reduced"), (True, "full"))])
 def test_svd_with_unrelated_symbolic_m_n_matches_lapack(full_matrices, dtype):
     """Singular values equal JAX's; U S V^H reconstructs A; U and V^H are unitary, also for a
     rank-deficient A (whose null-space vectors the algorithm must still orthonormalize)."""
@@ -245,8 +256,10 @@ def test_svd_with_unrelated_symbolic_m_n_matches_lapack(full_matrices, dtype):
                                            atol=3e-5 * max(m, n), err_msg=where)
 
 
-@pytest.mark.parametrize("spec, shapes", [("b, 3, n", [(2, 3, 2), (1, 3, 5), (1, 3, 3)]),
-                                         ("b, m, 3", [(1, 2, 3), (2, 5, 3)])])
+# CI: the symbolic n side; the full matrix adds the symbolic m side (tests/matrix.py).
+@pytest.mark.parametrize("spec, shapes", [
+    pytest.param("b, 3, n", [(2, 3, 2), (1, 3, 5), (1, 3, 3)], id="b, 3, n-shapes0"),
+    matrix.in_ci("b, m, 3", [(1, 2, 3), (2, 5, 3)], id="b, m, 3-shapes1", ci=False)])
 def test_svd_with_one_static_and_one_symbolic_size(spec, shapes):
     # min(3, n) and max(3, n) are symbolic while the static side is not: the factors are
     # padded and sliced to exact sizes (a static size built from symbolic pieces lowered to a
