@@ -10,21 +10,52 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from tests import parallel  # noqa: E402
 from tools import child_runner  # noqa: E402
 
-_BACKGROUND = pytest.StashKey[tuple]()  # (the ChildPool, its TemporaryDirectory)
+_BACKGROUND = pytest.StashKey[tuple]()  # (the ChildPool or _OnDemand, its TemporaryDirectory)
 # Background children only take the CPU time the suite leaves: this process's tests keep
 # their speed, and the children get the cores while a test waits for them.
 _BACKGROUND_NICE = 10
+# The children of the full matrix only (`python -m tools.full_matrix`); CI runs the rest.
+FULL_MATRIX_ENV = "JAX2TF_NATIVE_FULL_MATRIX"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (setup.cfg): one worker per usable core, at most 4 (tests/parallel.py)."""
+    return parallel.workers()
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """A whole test file per worker at a time, longest first (tests/parallel.py)."""
+    return parallel.make_scheduler(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest files first (tests/parallel.py); and, unless JAX2TF_NATIVE_FULL_MATRIX=1, the
+    tests marked `full_matrix` are deselected (pytest's summary counts them as deselected)."""
+    parallel.longest_first(items)
+    if os.environ.get(FULL_MATRIX_ENV) == "1":
+        return
+    deselected = [item for item in items if item.get_closest_marker("full_matrix")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("full_matrix")]
 
 
 def pytest_collection_finish(session):
     """Starts the children that selected tests only wait for, declared by their modules'
     `background_jobs(items, directory) -> {name: child_runner.Job}` (the linear-algebra
-    checks, the 2-device checks, the library callers), so that they run beside the rest of the
-    suite, at low CPU priority, as many at a time as there are cores, instead of one after
-    another while the suite waits for each. `directory` is the module's own (for files its
-    children write), removed when the session ends."""
+    checks, the 2-device checks, the library callers, the fuzzer's slice), so that they run
+    beside the rest of the suite, at low CPU priority, as many at a time as there are cores,
+    instead of one after another while the suite waits for each. `directory` is the module's
+    own (for files its children write), removed when the session ends.
+
+    In a pytest-xdist worker (the default, tests/parallel.py) every worker collects every
+    test but runs only those sent to it: there a child starts when a test first asks for it,
+    and the worker's scheduling (longest files first) puts those tests early instead."""
     if session.config.option.collectonly:
         return
     by_module: dict = {}
@@ -39,8 +70,30 @@ def pytest_collection_finish(session):
         directory.mkdir()
         for name, job in module.background_jobs(items, directory).items():
             jobs[name] = dataclasses.replace(job, nice=_BACKGROUND_NICE)
-    session.config.stash[_BACKGROUND] = (
-        child_runner.ChildPool(jobs, parallel=len(os.sched_getaffinity(0))), work)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pool = _OnDemand(jobs)
+    else:
+        pool = child_runner.ChildPool(jobs, parallel=len(os.sched_getaffinity(0)))
+    session.config.stash[_BACKGROUND] = (pool, work)
+
+
+class _OnDemand:
+    """The background children of an xdist worker: each runs, at full priority, when a test
+    first asks for its result (a file's tests all run in one worker: each child runs once)."""
+
+    def __init__(self, jobs: dict[str, child_runner.Job]):
+        self._jobs = jobs
+        self._results: dict[str, child_runner.Finished] = {}
+
+    def result(self, name: str) -> child_runner.Finished:
+        if name not in self._jobs:
+            raise AssertionError(f"no child {name!r} here; there are {sorted(self._jobs)}")
+        if name not in self._results:
+            self._results[name] = child_runner.run(dataclasses.replace(self._jobs[name], nice=0))
+        return self._results[name]
+
+    def close(self) -> None:
+        """Nothing runs between tests: a child ends before `result` returns."""
 
 
 def _module_directory(root: str, module) -> pathlib.Path:
@@ -57,7 +110,7 @@ def pytest_sessionfinish(session):
 
 
 @pytest.fixture(scope="session")
-def background(request) -> child_runner.ChildPool:
+def background(request):
     """The background children (see `pytest_collection_finish`): `background.result(name)`
     waits for one and returns how it ended."""
     return request.config.stash[_BACKGROUND][0]

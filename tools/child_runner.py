@@ -8,7 +8,8 @@ waits; `start` starts one; `ChildPool` runs named children at most `parallel` at
 Every child
 - runs from the repository root (or the job's `cwd`), with the repository first on
   PYTHONPATH, unbuffered output (a crash loses nothing already printed), no stdin, and without
-  PYTEST_ADDOPTS (the parent's pytest options are not the child's);
+  PYTEST_ADDOPTS or PYTEST_XDIST_* (the parent's pytest options and worker are not the
+  child's);
 - runs in a session of its own, so that a kill ends it and whatever it started (bash, a CLI,
   a worker) together;
 - has its output captured and decoded with replacement characters (a crash in the middle of
@@ -109,7 +110,10 @@ class ChildTimedOut(AssertionError):
 def child_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """This process's environment as a child gets it (see the module docstring), with `env`
     on top (None: removed)."""
-    result = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    # Not the caller's pytest options, nor a pytest-xdist worker's identity (a child pytest
+    # run is a session of its own).
+    result = {k: v for k, v in os.environ.items()
+              if k != "PYTEST_ADDOPTS" and not k.startswith("PYTEST_XDIST_")}
     result["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
     result["PYTHONUNBUFFERED"] = "1"
