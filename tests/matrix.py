@@ -2,11 +2,12 @@
 
 The linear-algebra checks repeat each case in four dtypes and, for back-compat artifacts,
 eagerly and under `jit_compile`; every repetition is an XLA compile of a large module, the
-suite's largest CPU cost. CI (`python -m pytest`) runs one real and one complex dtype of each
-(the code paths differ by dtype kind, the tolerances by precision), and the eager run of
-every artifact; the cases marked `full_matrix` here are deselected there (pytest's summary
-counts them). `python -m tools.full_matrix` runs every case, and commits its result to
-tools/results/full_matrix/, which a CI test holds to the sources it ran on.
+suite's largest CPU cost. CI (`python -m pytest`) runs a slice: every primitive and LAPACK
+target in at least one dtype, real and complex in turn across them, and the eager run of every
+artifact; the cases marked `full_matrix` are deselected there (pytest's summary counts them).
+`python -m tools.full_matrix` runs every case and commits its result to
+tools/results/full_matrix/, which a CI test holds to the sources and the JAX and TF versions it
+ran on: a change to a linear-algebra lowering cannot land without the full matrix.
 
 Example:
     >>> [p.id for p in dtype_params(["a", "b"], ["f32", "f64"]) if not p.marks]
@@ -19,7 +20,8 @@ from collections.abc import Iterable, Sequence
 import pytest
 
 FULL_MATRIX = pytest.mark.full_matrix
-# Single-precision real and double-precision complex: both kinds, both precisions.
+# The default slice: single-precision real and double-precision complex (both kinds, both
+# precisions).
 CI_DTYPES = ("f32", "c128")
 
 

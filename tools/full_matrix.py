@@ -1,11 +1,12 @@
 """The full matrix: every case of the large parametrized checks, CI's slice and the rest.
 
-CI (`python -m pytest`) runs one real and one complex dtype of each linear-algebra case and
-every back-compat artifact eagerly; the other dtypes and `jit_compile` runs are marked
-`full_matrix` (tests/matrix.py) and run here, each file in a fresh process, with
+CI (`python -m pytest`) runs each linear-algebra primitive and LAPACK target in one or two
+dtypes and every back-compat artifact eagerly; the other dtypes and `jit_compile` runs are
+marked `full_matrix` (tests/matrix.py) and run here, each file in a fresh process, with
 JAX2TF_NATIVE_FULL_MATRIX=1. The result goes to tools/results/full_matrix/ (summary.json and
-summary.md) with a digest of the sources it ran on; tests/tools/test_full_matrix.py fails CI
-when those sources change and the matrix was not run again.
+summary.md) with a digest of the sources it ran on and the JAX and TF versions;
+tests/tools/test_full_matrix.py fails CI when either changed and the matrix was not run
+again.
 
 Usage (about 16 minutes on 2 cores; two files at a time):
     python -m tools.full_matrix                  # run, print progress, write the result
@@ -114,6 +115,12 @@ def check(out: pathlib.Path = RESULTS) -> list[str]:
         problems.append("the linear-algebra lowerings, their checks or the back-compat data "
                         "changed since the full matrix last ran: run `python -m "
                         "tools.full_matrix` and commit tools/results/full_matrix/")
+    import jax
+    import tensorflow as tf
+    if (summary["jax"], summary["tensorflow"]) != (jax.__version__, tf.__version__):
+        problems.append(f"the committed full matrix ran on jax {summary['jax']}, TensorFlow "
+                        f"{summary['tensorflow']}; this is jax {jax.__version__}, TensorFlow "
+                        f"{tf.__version__}: run `python -m tools.full_matrix` again")
     if not summary["passed"]:
         failing = [p for p, f in summary["files"].items() if f["returncode"] != 0]
         problems.append(f"the committed full matrix did not pass: {failing}")

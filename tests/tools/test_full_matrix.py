@@ -15,8 +15,10 @@ def test_committed_full_matrix_ran_on_todays_sources_and_passed():
 
 
 def test_a_stale_or_failed_result_is_reported(tmp_path):
+    import jax
+    import tensorflow as tf
     summary = {"sources_digest": full_matrix.sources_digest(), "passed": True, "date": "d",
-               "jax": "j", "tensorflow": "t", "wall_seconds": 1,
+               "jax": jax.__version__, "tensorflow": tf.__version__, "wall_seconds": 1,
                "files": {p: {"outcomes": {"passed": 1}, "returncode": 0, "last_line": "1 passed"}
                          for p in full_matrix.FILES}}
     full_matrix.write(summary, tmp_path)
@@ -29,3 +31,9 @@ def test_a_stale_or_failed_result_is_reported(tmp_path):
     assert len(problems) == 2, problems
     assert "changed since the full matrix last ran" in problems[0]
     assert full_matrix.FILES[0] in problems[1]
+    summary.update(passed=True, sources_digest=full_matrix.sources_digest(), jax="0.4.1")
+    summary["files"][full_matrix.FILES[0]]["returncode"] = 0
+    full_matrix.write(summary, tmp_path)
+    (problem,) = full_matrix.check(tmp_path)
+    assert f"ran on jax 0.4.1, TensorFlow {tf.__version__}; this is jax {jax.__version__}" \
+        in problem
