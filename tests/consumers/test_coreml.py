@@ -42,11 +42,10 @@ EXTRA_OP_TYPES = {
 # Framework models coremltools 9 does not convert yet, and why (a Keras model doing the same
 # converts: conv, batch norm, pooling, attention are all ops Core ML converts).
 NOT_YET = {
-    "equinox_cnn": "a BroadcastTo whose shape is computed from the batch (Shape/Pack): "
-                   "coremltools' BroadcastTo needs a constant shape ('dynamic shape not yet "
-                   "supported')",
-    "flax_linen_causal_transformer": "BroadcastTo with a shape computed from the batch, as "
-                                     "for equinox_cnn",
+    "flax_linen_causal_transformer": "the causal mask's BroadcastTo of (1, t, 1) to (b, t, t), "
+                                     "a shape computed from the batch (Shape/Pack): "
+                                     "coremltools' BroadcastTo needs a constant shape "
+                                     "('dynamic shape not yet supported')",
 }
 
 

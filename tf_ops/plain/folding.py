@@ -110,4 +110,5 @@ def _through_broadcast(ctx, entry, op: Op, value: symbolic.Broadcast):
         result_types=(TensorType(shape, result.element, result.dtype),))
     outputs = entry.emit(ctx, on_source, source)
     output = outputs[0] if isinstance(outputs, (list, tuple)) else outputs
-    return symbolic.Broadcast(symbolic.materialize(output), value.dims, value.shape)
+    return symbolic.Broadcast(symbolic.materialize(output), value.dims, value.shape,
+                              value.repeats_nothing)

@@ -66,11 +66,23 @@ def broadcast_in_dim(ctx, op, x):
     if any(d is None for d in result):  # a symbolic size carried over from the operand
         source = _value_dims(ctx, x)
         result = [source[dims.index(i)] if d is None else d for i, d in enumerate(result)]
-    return _broadcast(ctx, x, dims, tuple(result))
+    return _broadcast(ctx, x, dims, tuple(result), _repeats_nothing(op, dims))
 
 
 def dynamic_broadcast_in_dim(ctx, op, x, shape):
-    return _broadcast(ctx, x, list(op.attr("broadcast_dimensions")), _shape_dims(op, shape))
+    dims = list(op.attr("broadcast_dimensions"))
+    return _broadcast(ctx, x, dims, _shape_dims(op, shape), _repeats_nothing(op, dims))
+
+
+def _repeats_nothing(op: Op, dims: list) -> bool:
+    """Whether a broadcast repeats no element: each operand dimension keeps its size, and the
+    result's new dimensions are 1s (a reshape, or nothing; no BroadcastTo, whose shape computed
+    from the batch Core ML's converter refuses). A dynamic size against a dynamic size is the
+    same size: JAX repeats only sizes that are 1, and a symbolic size it broadcasts must be
+    definitely equal to the result's (its broadcast_in_dim shape rule)."""
+    operand, result = op.operand_types[0].shape, op.result_types[0].shape
+    return (len(operand) == len(dims) and all(o == result[d] for o, d in zip(operand, dims))
+            and all(result[i] == 1 for i in set(range(len(result))) - set(dims)))
 
 
 def _shape_dims(op: Op, shape) -> tuple:
@@ -90,13 +102,14 @@ def _value_dims(ctx, x) -> list:
     return ctx.shapes.dims(sym.materialize(x))
 
 
-def _broadcast(ctx, x, dims: list, shape: tuple):
+def _broadcast(ctx, x, dims: list, shape: tuple, repeats_nothing: bool = False):
     """`x`'s dimension i becomes result dimension dims[i]; the others repeat it (kept
-    symbolic: see symbolic.Broadcast)."""
+    symbolic: see symbolic.Broadcast). `repeats_nothing`: see `_repeats_nothing`."""
     if isinstance(x, sym.Splat):
         return sym.Splat(x.value, shape, x.dtype)
     if isinstance(x, sym.Broadcast):  # a broadcast of a broadcast: one broadcast of the source
-        return sym.Broadcast(x.source, tuple(dims[d] for d in x.dims), shape)
+        return sym.Broadcast(x.source, tuple(dims[d] for d in x.dims), shape,
+                             x.repeats_nothing and repeats_nothing)
     x = sym.materialize(x)
     known = _small_constant(x)
     if known is not None and all(isinstance(d, int) for d in shape):
@@ -106,11 +119,11 @@ def _broadcast(ctx, x, dims: list, shape: tuple):
         order = sorted(range(len(dims)), key=lambda i: dims[i])
         return tf.constant(np.broadcast_to(
             known.transpose(order).reshape(expanded), shape).copy(), x.dtype)
-    if dims == list(range(len(shape))) and x.shape.as_list() == [
-            d if isinstance(d, int) else None for d in shape] and all(
-            isinstance(d, int) for d in shape):
-        return x  # the same static shape: nothing to repeat
-    return sym.Broadcast(x, tuple(dims), shape)
+    if dims == list(range(len(shape))) and (repeats_nothing or (
+            x.shape.as_list() == [d if isinstance(d, int) else None for d in shape]
+            and all(isinstance(d, int) for d in shape))):
+        return x  # the same shape: nothing to repeat
+    return sym.Broadcast(x, tuple(dims), shape, repeats_nothing)
 
 
 def reshape(ctx, op, x):

@@ -105,10 +105,14 @@ class Splat:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Broadcast:
     """`broadcast_in_dim(source, dims)` to `shape` (ints or LazyDims): dimension i of
-    `source` is dimension dims[i] of the result, every other dimension is repeated."""
+    `source` is dimension dims[i] of the result, every other dimension is repeated.
+    `repeats_nothing`: every other dimension is a 1 and the mapped ones keep their sizes, so
+    that the full tensor is a reshape of the source (no BroadcastTo, whose shape computed from
+    the batch Core ML's converter refuses)."""
     source: tf.Tensor
     dims: tuple
     shape: tuple
+    repeats_nothing: bool = False
 
     @property
     def rank(self) -> int:
@@ -179,7 +183,12 @@ def _build(value):
         if all(_is_int(d) for d in value.shape):
             return tf.constant(value.value, value.dtype, shape=[int(d) for d in value.shape])
         return tf.fill(shape_operand(value.shape), scalar)
-    return tf.broadcast_to(aligned(value), shape_operand(value.shape))
+    source = aligned(value)
+    if not value.repeats_nothing:
+        return tf.broadcast_to(source, shape_operand(value.shape))
+    if source.shape.rank == value.rank:  # aligned has put the 1s in already
+        return source
+    return tf.reshape(source, reshape_operand(value.shape))
 
 
 def aligned(b: Broadcast):

@@ -126,3 +126,21 @@ def test_identity_rewrite_of_two_broadcasts_keeps_the_result_shape():
         return jnp.broadcast_to(s, (200,)) + jnp.zeros((200,), jnp.uint32), \
             jnp.ones((3, 4), jnp.float32) * jnp.broadcast_to(s.astype(jnp.float32), (3, 4))
     assert_lowers_like_jax(f, np.uint32(7), rtol=0, atol=0)
+
+
+def test_a_broadcast_that_repeats_nothing_is_a_reshape_not_a_broadcast_to():
+    # New dimensions of size 1 and the symbolic batch kept (lax.expand_dims, an identity
+    # broadcast_in_dim; Equinox's vmapped convolutions are full of them): no BroadcastTo with a
+    # shape computed from the batch, which Core ML's converter refuses.
+    f = lambda x: (jnp.expand_dims(x, 1) * 2, jax.lax.expand_dims(x, (0, 2)) + 1,
+                   jax.lax.broadcast_in_dim(x, x.shape, (0, 1)) - 1)
+    assert_lowers_like_jax(f, X, polymorphic_shapes=["b, 3"])
+    program = lowered(f, (X,), ["b, 3"])
+    graph = tf.function(lambda x: plain.run_program(program, [x]), autograph=False,
+                        input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    ops = {op.type for op in graph.get_concrete_function().graph.get_operations()}
+    assert "BroadcastTo" not in ops, sorted(ops)
+    for batch in (1, 7):
+        x = np.linspace(-2, 2, batch * 3, dtype=np.float32).reshape(batch, 3)
+        for got, want in zip(graph(x), jax.jit(f)(x)):
+            np.testing.assert_array_equal(got.numpy(), want)
