@@ -11,14 +11,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from tests import parallel  # noqa: E402
-from tools import child_runner  # noqa: E402
+from tools import child_runner, full_matrix  # noqa: E402
 
 _BACKGROUND = pytest.StashKey[tuple]()  # (the ChildPool or _OnDemand, its TemporaryDirectory)
 # Background children only take the CPU time the suite leaves: this process's tests keep
 # their speed, and the children get the cores while a test waits for them.
 _BACKGROUND_NICE = 10
-# The children of the full matrix only (`python -m tools.full_matrix`); CI runs the rest.
-FULL_MATRIX_ENV = "JAX2TF_NATIVE_FULL_MATRIX"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -37,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
     """Longest files first (tests/parallel.py); and, unless JAX2TF_NATIVE_FULL_MATRIX=1, the
     tests marked `full_matrix` are deselected (pytest's summary counts them as deselected)."""
     parallel.longest_first(items)
-    if os.environ.get(FULL_MATRIX_ENV) == "1":
+    if os.environ.get(full_matrix.ENV) == "1":  # `python -m tools.full_matrix`: every case
         return
     deselected = [item for item in items if item.get_closest_marker("full_matrix")]
     if deselected:

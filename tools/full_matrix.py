@@ -51,9 +51,12 @@ def sources_digest() -> str:
     return digest.hexdigest()
 
 
-def _outcomes(last_line: str) -> dict[str, int]:
-    """{"passed": 46, ...} from pytest's last line ("46 passed, 2 warnings in 81.2s")."""
-    return {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", last_line.split(" in ")[0])}
+def pytest_summary(stdout: str) -> tuple[str, dict[str, int]]:
+    """(pytest's last line, its counts): ("46 passed, 2 warnings in 81.2s", {"passed": 46,
+    "warnings": 2}) from a child pytest run's output; ("", {}) for none."""
+    lines = stdout.strip().splitlines()
+    last = lines[-1].strip("= ") if lines else ""
+    return last, {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", last.split(" in ")[0])}
 
 
 def run(parallel: int) -> dict:
@@ -68,9 +71,7 @@ def run(parallel: int) -> dict:
         for path in FILES:
             print(f"[full matrix] waiting for {path} ...", flush=True)
             finished = pool.result(path)
-            lines = finished.stdout.strip().splitlines()
-            last = lines[-1].strip("= ") if lines else ""
-            outcomes = _outcomes(last)
+            last, outcomes = pytest_summary(finished.stdout)
             files[path] = {"outcomes": outcomes, "returncode": finished.returncode,
                            "last_line": last}
             print(f"[full matrix] {path}: {last} (exit {finished.returncode}, "

@@ -17,11 +17,10 @@ beside the rest of the suite.
 from __future__ import annotations
 
 import pathlib
-import re
 
 import pytest
 
-from tools import child_runner
+from tools import child_runner, full_matrix
 
 _DIR = pathlib.Path(__file__).parent / "linalg_isolated"
 # The heavy linear-algebra files (most of the suite's XLA compiles) run in their own processes
@@ -36,13 +35,6 @@ _TIMEOUT_S = 3600
 # What a passing run's last line may count: tests that passed, the full matrix's cases that
 # CI deselects, and warnings.
 _ALLOWED_OUTCOMES = {"passed", "deselected", "warning", "warnings"}
-
-
-def _outcomes(summary: str) -> dict[str, int]:
-    """{"passed": 40, "warnings": 2, ...} from pytest's last line ("40 passed, 2 warnings in
-    81.20s (0:01:21)")."""
-    counts = summary.split(" in ")[0]
-    return {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", counts)}
 
 
 def background_jobs(items, directory) -> dict[str, child_runner.Job]:
@@ -61,8 +53,7 @@ def test_every_linalg_check_passes_in_a_fresh_process(name, background):
     assert run.returncode == 0, (
         f"{path.name} failed in its own process (exit {run.returncode}{run.signal_name}):\n"
         f"{run.output_tail()}")
-    summary = run.stdout.strip().splitlines()[-1].strip("= ") if run.stdout.strip() else ""
-    outcomes = _outcomes(summary)
+    summary, outcomes = full_matrix.pytest_summary(run.stdout)
     assert outcomes.get("passed", 0) >= _CHECKS[name], (
         f"{path.name}: {outcomes.get('passed', 0)} passed, expected at least {_CHECKS[name]} "
         f"(last line: {summary!r})")
