@@ -35,6 +35,39 @@ def guarded(y: tf.Tensor, combine: Callable, guard: Callable[[], tf.Tensor]) -> 
         return combine(y, guard(), name="restore")
 
 
+# TF ops whose outputs never hold -inf, whatever their inputs (NaN stays NaN): pinned on TF's
+# kernels with edge values by tests/tf_ops/test_nan_guards.py. A max pool's guard over such a
+# tensor skips a pass over it (`never_negative_infinity`).
+NEVER_NEGATIVE_INFINITY = frozenset({
+    "Relu", "Relu6", "Elu", "Selu", "Sigmoid", "Tanh", "Exp", "Abs", "Softplus"})
+# Ops that move values without changing any: what they read holds what they give.
+_VALUE_PRESERVING = frozenset({"Identity", "Reshape", "Transpose"})
+
+
+def never_negative_infinity(t: tf.Tensor) -> bool:
+    """Whether `t` is, in the graph being built, an output of an op of
+    `NEVER_NEGATIVE_INFINITY` (through reshapes and transposes). False for eager tensors.
+
+    Example:
+        >>> @tf.function
+        ... def f(x):
+        ...     return never_negative_infinity(tf.nn.relu(x)), never_negative_infinity(-x)
+        >>> [bool(v) for v in f(tf.constant([1.0]))]
+        [True, False]
+    """
+    while hasattr(t, "op") and not tf.executing_eagerly():
+        try:
+            op_type = t.op.type
+        except AttributeError:  # an EagerTensor's .op raises
+            return False
+        if op_type in NEVER_NEGATIVE_INFINITY:
+            return True
+        if op_type not in _VALUE_PRESERVING:
+            return False
+        t = t.op.inputs[0]
+    return False
+
+
 def restore_op(name: str) -> bool:
     """Whether a node of that (possibly function-prefixed) name combines a guard."""
     return bool(_RESTORE.search(name))

@@ -91,6 +91,35 @@ def test_nan_propagates_through_max_pool():
     np.testing.assert_array_equal(got[~floor], want[~floor])
 
 
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+def test_max_pool_over_a_relu_guards_nan_at_the_pooled_size(padding):
+    # A ReLU's output holds no -inf, so the average that flags NaN windows needs no -inf pass
+    # over the full-size input first (nan_guards.never_negative_infinity): the guard's Minimum
+    # reads the AvgPool. Every window kind against JAX: NaN, +inf, NaN with +inf, -inf
+    # (ReLU makes it 0), and -0.0.
+    x = RNG.standard_normal((2, 6, 6, 3)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    x[0, 2, 2, 1], x[0, 2, 3, 1] = np.inf, -np.inf
+    x[1, 4, 4, 2], x[1, 4, 5, 2] = np.nan, np.inf
+    x[1, 0:2, 0:2, 0] = -0.0
+    x[1, 2, 0, 0] = -np.inf
+    pool = lambda x: _max_pool(jax.nn.relu(x), (1, 2, 2, 1), (1, 2, 2, 1), padding)
+    assert_lowers_like_jax(pool, x, polymorphic_shapes=["b, 6, 6, 3"])
+    program = lowered(pool, (x,), ["b, 6, 6, 3"])
+    graph = tf.function(lambda v: plain.run_program(program, [v]), autograph=False,
+                        input_signature=[tf.TensorSpec([None, 6, 6, 3])]
+                        ).get_concrete_function().graph
+    minimums = [op for op in graph.get_operations() if op.type == "Minimum"]
+    assert [op.inputs[0].op.type for op in minimums] == ["AvgPool"]
+    # Without the ReLU the -inf pass stays: a window of +inf and -inf averages to NaN.
+    program = lowered(lambda x: _max_pool(x, (1, 2, 2, 1), (1, 2, 2, 1), padding), (x,))
+    graph = tf.function(lambda v: plain.run_program(program, [v]), autograph=False,
+                        input_signature=[tf.TensorSpec(x.shape)]).get_concrete_function().graph
+    minimums = [op for op in graph.get_operations() if op.type == "Minimum"]
+    assert [op.outputs[0].consumers()[0].type for op in minimums] == ["AvgPool"]
+    assert_lowers_like_jax(lambda x: _max_pool(x, (1, 2, 2, 1), (1, 2, 2, 1), padding), x)
+
+
 def test_dilations_and_non_identity_init_and_integers():
     x = RNG.integers(-50, 50, (5, 11), dtype=np.int32)
     assert_lowers_like_jax(
