@@ -88,11 +88,10 @@ def test_a_nan_input_gives_nan_where_jax_does(model):
     _assert_close(np.where(np.isnan(got), 0, got), np.where(np.isnan(want), 0, want), model.name)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "max with a nonzero constant is lowered as SelectV2(x <= c, c, x), which tf2onnx's default "
-    "Select handler rewrites to cond * c + (1 - cond) * x, and 0 * -inf is NaN; lowered as TF's "
-    "Maximum (which propagates NaN like JAX) it becomes ONNX Max and passes"))
 def test_max_with_a_constant_at_minus_infinity():
+    # Max with a nonzero constant is TF's Maximum, which tf2onnx makes ONNX's Max. (As a
+    # compare and a select it met tf2onnx's Select rewrite, cond * c + (1 - cond) * x, and
+    # 0 * -inf is NaN.)
     (model,) = [p.values[0] for p in models.by_name(["maximum_0.5"])]
     session, _, served = _convert(model.name)
     x = np.array([[-np.inf, np.inf, np.nan, -1.0, 0.5, 2.0]], np.float32)

@@ -162,7 +162,12 @@ def minimum(ctx, op, x, y):
 def max_min(is_max: bool, x, y, x_const=None, y_const=None):
     """stablehlo.maximum (`is_max`) or minimum: NaN wins, -0.0 < +0.0 (IEEE 754-2019
     maximum/minimum, as XLA's CPU backend computes them). `x_const`/`y_const` are operands'
-    constant scalars, if known: a compare and a select then do (no zero tie to fix)."""
+    constant scalars, if known. Against a nonzero constant TF's own Maximum/Minimum is exact:
+    with a scalar operand its kernels keep a NaN (pinned in every float dtype, both operand
+    orders and the vector tail by tests/tf_ops/plain/test_core.py) and no zero can tie; it is
+    the op a TF engineer writes and one tf2onnx turns into ONNX's Max/Min, where a select
+    would become `cond * c + (1 - cond) * x` (NaN for an infinite x). Against a zero a compare
+    and a select give the zero of the right sign."""
     if x.dtype == tf.bool:
         return tf.logical_or(x, y) if is_max else tf.logical_and(x, y)
     if x.dtype not in ds.FLOATS:
@@ -171,6 +176,8 @@ def max_min(is_max: bool, x, y, x_const=None, y_const=None):
         x, y, x_const, y_const = y, x, y_const, x_const
     if y_const is not None and not np.isnan(y_const):
         c = ds.scalar(y_const, x.dtype)
+        if y_const != 0:
+            return tf.maximum(x, c) if is_max else tf.minimum(x, c)
         # The constant wins ties unless it is the zero the result must not take (-0.0 for
         # max, +0.0 for min); a NaN `x` fails every compare and is kept.
         strict = bool(y_const == 0) and bool(np.signbit(y_const)) == is_max

@@ -239,7 +239,7 @@ EXAMPLES: tuple[Example, ...] = (
     ex("stablehlo.complex", ["Complex"], lax.complex, F, G),
     ex("stablehlo.compare", ["Less"], jnp.less, F, G),
     ex("stablehlo.select", ["SelectV2"], jnp.where, B, F, G),
-    ex("stablehlo.clamp", {"GreaterEqual": 1, "LessEqual": 1, "SelectV2": 2}, lambda x: lax.clamp(np.float32(-0.5), x, np.float32(0.5)), F),
+    ex("stablehlo.clamp", {"Maximum": 1, "Minimum": 1}, lambda x: lax.clamp(np.float32(-0.5), x, np.float32(0.5)), F),
     ex("stablehlo.convert", ["Cast"], lambda x: x.astype(jnp.float16), F),
     ex("stablehlo.bitcast_convert", ["Bitcast"],
        lambda x: lax.bitcast_convert_type(x, jnp.int32), F),

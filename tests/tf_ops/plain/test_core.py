@@ -2,6 +2,7 @@
 differ, shapes, loops and conditionals, symbolic dimensions, and refusals."""
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -23,6 +24,28 @@ def test_nan_propagates_through_max_min():
     y = np.array([0.0, np.nan, 1.0, np.nan], np.float32)
     assert_lowers_like_jax(lambda a, b: (jnp.maximum(a, b), jnp.minimum(a, b),
                                          jnp.clip(a, -1.0, 1.0)), x, y)
+
+
+def test_max_min_with_a_nonzero_constant_are_tf_maximum_minimum_and_keep_nan():
+    # TF's Maximum/Minimum against a scalar keep a NaN in every float dtype, in both operand
+    # orders and in the vector tail (lengths 1-17: every position): the lowering relies on it.
+    @tf.function(autograph=False)
+    def kernels(x, c):
+        return [tf.maximum(x, c), tf.maximum(c, x), tf.minimum(x, c), tf.minimum(c, x)]
+
+    for dtype in (np.float16, ml_dtypes.bfloat16, np.float32, np.float64):
+        for n in range(1, 18):
+            x = np.ones((n, n), np.float64)
+            np.fill_diagonal(x, np.nan)
+            for c in (0.5, -np.inf):
+                for y in kernels(tf.constant(x.astype(dtype)), tf.constant(np.array(c, dtype))):
+                    np.testing.assert_array_equal(np.isnan(y.numpy().astype(np.float64)),
+                                                  np.isnan(x))
+    x = np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, 0.5, -0.5, 3.0], np.float32)
+    types = assert_lowers_like_jax(lambda x: (jnp.maximum(x, 0.5), jnp.minimum(-0.5, x),
+                                              jnp.clip(x, -1.0, 2.0), jnp.maximum(x, -np.inf)),
+                                   x)
+    assert types - {"Placeholder", "Identity", "Const"} == {"Maximum", "Minimum"}
 
 
 def test_integer_division_and_remainder_edge_cases():
