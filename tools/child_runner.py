@@ -174,27 +174,33 @@ class Running:
         where the system allows it (Linux; raising a priority needs root), else leaves it."""
         if self._proc.returncode is not None:   # ended and reaped: its pid may be reused
             return
-        priority = os.getpriority(os.PRIO_PROCESS, 0) + nice
-        try:
-            threads = os.listdir(f"/proc/{self._proc.pid}/task")
-        except OSError:   # not Linux, or the child has ended
-            return
-        for thread in threads:
-            with contextlib.suppress(OSError):   # ended, or not allowed
-                os.setpriority(os.PRIO_PROCESS, int(thread), priority)
-        # The child leads a session of its own, and so (where the kernel groups by session,
-        # sched_autogroup_enabled=1) a scheduling group of its own: between groups only the
-        # group's nice counts, so a thread's nice alone would give it an equal share with this
-        # process. Measured: three processes at 60% each on 2 cores with only thread nices.
-        with contextlib.suppress(OSError):   # no autogroups, ended, or not allowed
-            with open(f"/proc/{self._proc.pid}/autogroup", "w") as group:
-                group.write(str(max(-20, min(19, priority))))
+        renice(self._proc.pid, nice)
 
     def kill(self) -> None:
         """Ends the child and what it started (its session) now, if it still runs."""
         if self._proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
+
+
+def renice(pid: int, nice: int) -> None:
+    """Sets the CPU priority of every thread of process `pid`, which leads a session of its
+    own, to `nice` below this process's, where the system allows it, else leaves it."""
+    priority = os.getpriority(os.PRIO_PROCESS, 0) + nice
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:   # not Linux, or the child has ended
+        return
+    for thread in threads:
+        with contextlib.suppress(OSError):   # ended, or not allowed
+            os.setpriority(os.PRIO_PROCESS, int(thread), priority)
+    # The child leads a session of its own, and so (where the kernel groups by session,
+    # sched_autogroup_enabled=1) a scheduling group of its own: between groups only the
+    # group's nice counts, so a thread's nice alone would give it an equal share with this
+    # process. Measured: three processes at 60% each on 2 cores with only thread nices.
+    with contextlib.suppress(OSError):   # no autogroups, ended, or not allowed
+        with open(f"/proc/{pid}/autogroup", "w") as group:
+            group.write(str(max(-20, min(19, priority))))
 
 
 def start(job: Job) -> Running:

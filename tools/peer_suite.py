@@ -1,6 +1,7 @@
 """The peer's own test suites, run as installed and with our `convert` in its place (issue 37).
 
-Four suites, each run twice in child pytest processes (niced, bounded), once with the peer's
+Four suites, each run twice in child pytest processes (niced, bounded, restarted past a
+crash or a hang), once with the peer's
 `jax.experimental.jax2tf.convert` and once with `jax2tf_native.convert` in its place
 (tools/peer_suite_plugin.py says exactly what is replaced: that one attribute):
 
@@ -42,6 +43,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tools import child_runner
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "tools" / "results"
@@ -163,13 +166,24 @@ def _commit(root: Path) -> str:
     return proc.stdout.strip() or str(root)
 
 
+# A test process that records nothing for this long is taken as hung (killed, and the rest
+# run in a fresh process); the slowest single test of the four suites takes about a minute.
+STALL_S = 900.0
+# Fresh processes after a crash or a hang, at most, before the side is given up.
+RESTARTS = 5
+
+
 def run_side(suite: Suite, side: str, jax_tree: Path | None, out: Path, timeout: float,
              ours_root: Path = REPO, files: list[str] | None = None) -> dict:
     """Runs one suite once in a child pytest; returns {"outcomes": ..., "seconds": ...}.
 
     `ours_root`: the checkout whose jax2tf_native is "ours" (another commit's, for a before /
     after comparison); the plugin always comes from this checkout's tools/. `files`: only these
-    test files of the jax2tf suite (default: the whole tests directory)."""
+    test files of the jax2tf suite (default: the whole tests directory).
+
+    A test process that crashes (a signal in a native library) or stalls for `STALL_S` leaves
+    its outcomes in the plugin's journal: the test it died in is recorded as failed, saying so,
+    and the tests not yet run go on in a fresh process (`RESTARTS` times at most)."""
     config_dir = Path(tempfile.mkdtemp(prefix="peer_suite_"))
     args = ["-p", "peer_suite_plugin", "-p", "no:cacheprovider", "-q",
             "--import-mode=importlib", "--continue-on-collection-errors"]
@@ -181,35 +195,92 @@ def run_side(suite: Suite, side: str, jax_tree: Path | None, out: Path, timeout:
         (config_dir / "pytest.ini").write_text("[pytest]\n")
         rootdir = _package_dir(suite.name.split("-")[0]).parent
         args += ["--rootdir", str(rootdir), "-c", str(config_dir / "pytest.ini")]
+    skip = config_dir / "skip.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, (REPO / "tools", ours_root))),
-               PEER_SUITE_CONVERT=side,
+               PEER_SUITE_CONVERT=side, PEER_SUITE_SKIP=str(skip),
                PEER_SUITE_OUTCOMES=str(out), TF_CPP_MIN_LOG_LEVEL="2", **suite.env)
     env.pop("JAX_NUM_GENERATED_CASES", None)
     if suite.name == "jax2tf":
         env["PEER_SUITE_JAX_TREE"] = str(jax_tree)
     # -P and a scratch cwd: the tree's own `jax/` must not shadow the installed JAX.
-    command = ["nice", "-n", "5", sys.executable, "-P", "-m", "pytest", *args,
+    command = [sys.executable, "-P", "-m", "pytest", *args,
                *map(str, suite.paths(jax_tree, files))]
     print(f"[{suite.name} / {side}] {' '.join(command)}", flush=True)
+    journal = Path(f"{out}.jsonl")
+    for stale in (out, journal):
+        stale.unlink(missing_ok=True)
     start = time.monotonic()
-    with open(out.with_suffix(".log"), "w") as log:
-        proc = subprocess.Popen(command, cwd=config_dir, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    outcomes: dict[str, dict] = {}
+    for attempt in range(RESTARTS + 1):
+        skip.write_text(json.dumps(sorted(outcomes)))
+        with open(out.with_suffix(".log"), "a" if attempt else "w") as log:
+            proc = subprocess.Popen(command, cwd=config_dir, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            child_runner.renice(proc.pid, 5)
+            ended = _wait(proc, journal, start + timeout)
+        if ended == "timeout":
             raise SystemExit(f"[{suite.name} / {side}] ran past {timeout:.0f} s; see "
                              f"{out.with_suffix('.log')}")
-    seconds = time.monotonic() - start
-    if not out.is_file():
-        raise SystemExit(f"[{suite.name} / {side}] pytest exited {proc.returncode} without "
-                         f"results; see {out.with_suffix('.log')}")
-    result = json.loads(out.read_text())
-    result["seconds"] = round(seconds)
+        ran, running = _journal(journal)
+        outcomes.update(ran)
+        if out.is_file():
+            outcomes.update(json.loads(out.read_text())["outcomes"])
+            break
+        if running is None or running in outcomes:
+            raise SystemExit(f"[{suite.name} / {side}] pytest exited {proc.returncode} without "
+                             f"results; see {out.with_suffix('.log')}")
+        how = (f"hung (nothing recorded for {STALL_S:.0f} s)" if ended == "stalled" else
+               f"crashed (exit status {proc.returncode})")
+        outcomes[running] = {"outcome": "failed", "message": (
+            f"the test process {how} running this test; the tests after it ran in a fresh "
+            f"process")}
+        print(f"[{suite.name} / {side}] {how} in {running}; going on in a fresh process",
+              flush=True)
+    else:
+        raise SystemExit(f"[{suite.name} / {side}] died {RESTARTS + 1} times; see "
+                         f"{out.with_suffix('.log')}")
+    result = {"outcomes": outcomes, "seconds": round(time.monotonic() - start)}
     out.write_text(json.dumps(result, indent=1, sort_keys=True))
     return result
+
+
+def _wait(proc: subprocess.Popen, journal: Path, deadline: float) -> str:
+    """Waits for the child: "exited", or "stalled" / "timeout" (then it and what it started are
+    killed)."""
+    last_change = time.monotonic()
+    seen = None
+    while True:
+        try:
+            proc.wait(timeout=min(10.0, STALL_S / 2))
+            return "exited"
+        except subprocess.TimeoutExpired:
+            pass
+        mtime = journal.stat().st_mtime if journal.is_file() else None
+        if mtime != seen:
+            seen, last_change = mtime, time.monotonic()
+        now = time.monotonic()
+        if now > deadline or now - last_change > STALL_S:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return "timeout" if now > deadline else "stalled"
+
+
+def _journal(path: Path) -> tuple[dict, str | None]:
+    """The outcomes a journal holds, and the test started last without one (or None)."""
+    outcomes, running = {}, None
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:   # the last line of a process killed mid-write
+                continue
+            if "started" in entry:
+                running = entry["started"]
+            else:
+                nodeid = entry.pop("nodeid")
+                outcomes[nodeid] = entry
+                running = None if running == nodeid else running
+    return outcomes, running
 
 
 def counts(outcomes: dict) -> dict:

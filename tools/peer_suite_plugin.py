@@ -16,7 +16,12 @@ tools/peer_suite.py starts; configured by environment variables:
   wheel) imports from the tree while everything else comes from the installed JAX.
 - PEER_SUITE_OUTCOMES: the JSON file this plugin writes when the session ends:
   {nodeid: {"outcome": "passed" | "failed" | "skipped", "message": "..."}} (a setup or
-  teardown error counts as failed; the message is the error's last line).
+  teardown error counts as failed; the message is the error's last line). As the run goes,
+  the same outcomes are appended to PEER_SUITE_OUTCOMES + ".jsonl", one line per test, with a
+  {"started": nodeid} line before each test: what a run that crashed or hung leaves behind
+  (tools/peer_suite.py then names the test it died in and runs the rest in a fresh process).
+- PEER_SUITE_SKIP (optional): a JSON file holding a list of node ids to leave out (those a
+  previous process of the same run already ran).
 """
 from __future__ import annotations
 
@@ -26,6 +31,13 @@ import os
 import jax.experimental.jax2tf as jax2tf_package
 
 _OUTCOMES: dict[str, dict] = {}
+_JOURNAL = (open(os.environ["PEER_SUITE_OUTCOMES"] + ".jsonl", "a", buffering=1)
+            if os.environ.get("PEER_SUITE_OUTCOMES") else None)
+
+
+def _journal(entry: dict) -> None:
+    if _JOURNAL is not None:
+        _JOURNAL.write(json.dumps(entry) + "\n")   # line-buffered: on disk before the next test
 
 if os.environ.get("PEER_SUITE_JAX_TREE"):
     jax2tf_package.__path__.append(os.path.join(
@@ -47,6 +59,19 @@ def _message(report) -> str:
     return " ".join(text.split())[:1000]
 
 
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PEER_SUITE_SKIP"):
+        return
+    with open(os.environ["PEER_SUITE_SKIP"]) as f:
+        done = set(json.load(f))
+    config.hook.pytest_deselected(items=[i for i in items if i.nodeid in done])
+    items[:] = [i for i in items if i.nodeid not in done]
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _journal({"started": nodeid})
+
+
 def pytest_runtest_logreport(report):
     previous = _OUTCOMES.get(report.nodeid)
     if report.when == "call" or report.outcome != "passed":
@@ -54,6 +79,9 @@ def pytest_runtest_logreport(report):
             _OUTCOMES[report.nodeid] = {
                 "outcome": "failed" if report.outcome == "failed" else report.outcome,
                 "message": "" if report.outcome == "passed" else _message(report)}
+    if report.when == "teardown":
+        _journal({"nodeid": report.nodeid, **_OUTCOMES.get(report.nodeid, {
+            "outcome": "failed", "message": "no outcome recorded"})})
 
 
 def pytest_collectreport(report):
