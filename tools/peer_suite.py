@@ -188,6 +188,7 @@ def run_side(suite: Suite, side: str, jax_tree: Path | None, out: Path, timeout:
     args = ["-p", "peer_suite_plugin", "-p", "no:cacheprovider", "-q",
             "--import-mode=importlib", "--continue-on-collection-errors"]
     if suite.name == "jax2tf" and (jax_tree / "pyproject.toml").is_file():
+        rootdir = jax_tree
         args += ["--rootdir", str(jax_tree), "-c", str(jax_tree / "pyproject.toml")]
     else:
         # An empty configuration (not the user's); the rootdir is the tests' own folder, so
@@ -211,6 +212,7 @@ def run_side(suite: Suite, side: str, jax_tree: Path | None, out: Path, timeout:
         stale.unlink(missing_ok=True)
     start = time.monotonic()
     outcomes: dict[str, dict] = {}
+    died: list[dict] = []
     for attempt in range(RESTARTS + 1):
         skip.write_text(json.dumps(sorted(outcomes)))
         with open(out.with_suffix(".log"), "a" if attempt else "w") as log:
@@ -234,14 +236,42 @@ def run_side(suite: Suite, side: str, jax_tree: Path | None, out: Path, timeout:
         outcomes[running] = {"outcome": "failed", "message": (
             f"the test process {how} running this test; the tests after it ran in a fresh "
             f"process")}
+        died.append({"test": running, "how": how})
         print(f"[{suite.name} / {side}] {how} in {running}; going on in a fresh process",
               flush=True)
     else:
         raise SystemExit(f"[{suite.name} / {side}] died {RESTARTS + 1} times; see "
                          f"{out.with_suffix('.log')}")
-    result = {"outcomes": outcomes, "seconds": round(time.monotonic() - start)}
+    for death in died:  # what the test gives in a process of its own
+        alone = run_alone(command, death["test"], rootdir, env, config_dir)
+        death["alone"] = alone["outcome"]
+        outcomes[death["test"]] = {"outcome": alone["outcome"], "message": (
+            f"the test process {death['how']} running this test in the full run (the tests "
+            f"after it ran in a fresh process); run alone it {alone['outcome']}"
+            + (f": {alone['message']}" if alone.get("message") else ""))}
+    result = {"outcomes": outcomes, "died": died, "seconds": round(time.monotonic() - start)}
     out.write_text(json.dumps(result, indent=1, sort_keys=True))
     return result
+
+
+def run_alone(command: list[str], nodeid: str, rootdir: Path, env: dict,
+              config_dir: Path) -> dict:
+    """One test in a pytest process of its own (`command` without its test paths): its
+    {"outcome", "message"}; failed, saying so, if that process dies or stalls too."""
+    out = config_dir / "alone.json"
+    out.unlink(missing_ok=True)
+    paths = command.index("--continue-on-collection-errors") + 1
+    try:
+        subprocess.run([*command[:paths], str(rootdir / nodeid)], cwd=config_dir,
+                       env=dict(env, PEER_SUITE_OUTCOMES=str(out), PEER_SUITE_SKIP=""),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=STALL_S, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return {"outcome": "failed", "message": f"it ran past {STALL_S:.0f} s alone too"}
+    if not out.is_file():
+        return {"outcome": "failed", "message": "its process died alone too"}
+    found = json.loads(out.read_text())["outcomes"]
+    return found.get(nodeid) or {"outcome": "failed", "message": f"not run alone: {found}"}
 
 
 def _wait(proc: subprocess.Popen, journal: Path, deadline: float) -> str:
@@ -338,6 +368,15 @@ def _report(results: dict, meta: dict) -> str:
             f"({sum(w['deliberate'] is not None for w in worse)}) | "
             f"{len(r['diff']['ours_passes_peer_fails'])} |")
     for name, r in results.items():
+        deaths = [(side, d) for side in SIDES for d in r.get("died", {}).get(side, [])]
+        if deaths:
+            lines += ["", f"## {name}: test processes that died ({len(deaths)})", "",
+                      "Each test below ended its process in the full run; the tests after it "
+                      "ran in a fresh process, and the test itself was run again alone, whose "
+                      "outcome the comparison counts.", ""]
+            lines += [f"- {side}: `{d['test']}`: {d['how']}; alone it {d.get('alone', '?')}"
+                      for side, d in deaths]
+    for name, r in results.items():
         worse = r["diff"]["peer_passes_ours_fails"]
         lines += ["", f"## {name}: the peer passes, ours fails ({len(worse)})", ""]
         if not worse:
@@ -402,6 +441,7 @@ def main(argv=None) -> int:
             "counts": {s: counts(sides[s]["outcomes"]) for s in SIDES},
             "seconds": {s: sides[s].get("seconds") for s in SIDES},
             "diff": compare(name, sides["peer"]["outcomes"], sides["ours"]["outcomes"]),
+            "died": {s: sides[s].get("died", []) for s in SIDES},
             "watched": watched(name, sides["peer"]["outcomes"], sides["ours"]["outcomes"])}
         print(f"[{name}] {results[name]['counts']}", flush=True)
     meta = {"command": "python -m tools.peer_suite " + " ".join(
