@@ -204,8 +204,8 @@ def run_side(suite: Suite, side: str, jax_tree: Path | None, out: Path, timeout:
     if suite.name == "jax2tf":
         env["PEER_SUITE_JAX_TREE"] = str(jax_tree)
     # -P and a scratch cwd: the tree's own `jax/` must not shadow the installed JAX.
-    command = [sys.executable, "-P", "-m", "pytest", *args,
-               *map(str, suite.paths(jax_tree, files))]
+    base = [sys.executable, "-P", "-m", "pytest", *args]
+    command = [*base, *map(str, suite.paths(jax_tree, files))]
     print(f"[{suite.name} / {side}] {' '.join(command)}", flush=True)
     journal = Path(f"{out}.jsonl")
     for stale in (out, journal):
@@ -243,7 +243,7 @@ def run_side(suite: Suite, side: str, jax_tree: Path | None, out: Path, timeout:
         raise SystemExit(f"[{suite.name} / {side}] died {RESTARTS + 1} times; see "
                          f"{out.with_suffix('.log')}")
     for death in died:  # what the test gives in a process of its own
-        alone = run_alone(command, death["test"], rootdir, env, config_dir)
+        alone = run_alone(base, death["test"], rootdir, env, config_dir)
         death["alone"] = alone["outcome"]
         outcomes[death["test"]] = {"outcome": alone["outcome"], "message": (
             f"the test process {death['how']} running this test in the full run (the tests "
@@ -254,15 +254,15 @@ def run_side(suite: Suite, side: str, jax_tree: Path | None, out: Path, timeout:
     return result
 
 
-def run_alone(command: list[str], nodeid: str, rootdir: Path, env: dict,
+def run_alone(base: list[str], nodeid: str, rootdir: Path, env: dict,
               config_dir: Path) -> dict:
-    """One test in a pytest process of its own (`command` without its test paths): its
-    {"outcome", "message"}; failed, saying so, if that process dies or stalls too."""
+    """One test in a pytest process of its own (`base`: the side's pytest command without its
+    test paths): its {"outcome", "message"}; failed, saying so, if that process dies or
+    stalls too."""
     out = config_dir / "alone.json"
     out.unlink(missing_ok=True)
-    paths = command.index("--continue-on-collection-errors") + 1
     try:
-        subprocess.run([*command[:paths], str(rootdir / nodeid)], cwd=config_dir,
+        subprocess.run([*base, str(rootdir / nodeid)], cwd=config_dir,
                        env=dict(env, PEER_SUITE_OUTCOMES=str(out), PEER_SUITE_SKIP=""),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=STALL_S, start_new_session=True)
