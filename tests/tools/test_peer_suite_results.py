@@ -53,3 +53,24 @@ def test_the_tests_ours_failed_before_were_run_and_pass_or_are_deliberate():
             for test, outcome in tests.items():
                 assert (outcome["ours"] == "passed" or outcome["peer"] != "passed"
                         or peer_suite.deliberate(name, test)), (test, outcome)
+
+
+def test_the_primitives_run_covers_both_files_and_leaves_nothing_unexplained():
+    """primitives_test.py and jax_primitives_coverage_test.py (11,109 tests a side, over an hour
+    each here) ran apart from the rest of the default subset: together with peer_suite.json
+    they are the whole of it. A test whose process died is compared by its run alone; the
+    deaths are listed beside the comparison."""
+    primitives = json.loads((ROOT / "tools" / "results" / "peer_suite_primitives.json")
+                            .read_text())
+    assert primitives["meta"]["jax2tf_files"] == ["primitives_test.py",
+                                                  "jax_primitives_coverage_test.py"]
+    suite = primitives["suites"]["jax2tf"]
+    assert min(suite["counts"][side]["passed"] for side in peer_suite.SIDES) > 10_000
+    assert suite["diff"]["peer_passes_ours_fails"] == []
+    for deaths in suite["died"].values():
+        for death in deaths:
+            assert death["how"].startswith(("crashed", "hung")), death
+            assert death["alone"] in ("passed", "failed", "skipped"), death
+    ran = set(RESULTS["meta"]["jax2tf_files"]) | set(primitives["meta"]["jax2tf_files"])
+    assert {"primitives_test.py", "jax_primitives_coverage_test.py", "jax2tf_test.py",
+            "shape_poly_test.py", "call_tf_test.py"} <= ran
