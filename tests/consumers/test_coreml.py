@@ -40,13 +40,10 @@ EXTRA_OP_TYPES = {
 }
 
 # Framework models coremltools 9 does not convert yet, and why (a Keras model doing the same
-# converts: conv, batch norm, pooling, attention are all ops Core ML converts).
-NOT_YET = {
-    "flax_linen_causal_transformer": "the causal mask's BroadcastTo of (1, t, 1) to (b, t, t), "
-                                     "a shape computed from the batch (Shape/Pack): "
-                                     "coremltools' BroadcastTo needs a constant shape "
-                                     "('dynamic shape not yet supported')",
-}
+# converts: conv, batch norm, pooling, attention are all ops Core ML converts). None today: the
+# Linen transformer's causal mask stays its small tensor until an op broadcasts it
+# (symbolic.broadcast_result), and its positional-embedding slice needs no BroadcastTo.
+NOT_YET: dict[str, str] = {}
 
 
 def _op_types(mlmodel) -> collections.Counter:

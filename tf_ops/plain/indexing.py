@@ -74,23 +74,35 @@ def _gather(operand, indices, dn: dict, slice_sizes: list):
     # One index vector per (batch position, window offset of the indexed dimensions).
     windowed = [d for d in indexed if d not in batching and d not in collapsed]
     n_window = len(windowed)
-    batch_shape = tf.shape(indices, out_type=iv.I64)[:-1]
-    grid_shape = tf.concat([batch_shape, tf.stack([sizes[d] for d in windowed])
-                            if windowed else tf.zeros([0], iv.I64)], 0)
+    built = {}
+
+    def batch_shape():  # built only if an op needs it (none does for one indexed dimension)
+        if "batch" not in built:
+            built["batch"] = tf.shape(indices, out_type=iv.I64)[:-1]
+        return built["batch"]
+
+    def grid_shape():
+        return tf.concat([batch_shape(), tf.stack([sizes[d] for d in windowed])
+                          if windowed else tf.zeros([0], iv.I64)], 0)
+
     components = []
     for d in indexed:
         if d in batching:
             axis = batching[d]
-            c = iv.along(tf.range(batch_shape[axis]), axis, n_batch + n_window)
+            c = iv.along(tf.range(batch_shape()[axis]), axis, n_batch + n_window)
         else:
             start = iv.clamped(indices[..., start_map.index(d)], dims[d] - sizes[d])
             c = iv.trailing_ones(start, n_window)
             if d in windowed:
                 c = c + iv.along(tf.range(sizes[d]), n_batch + windowed.index(d),
                                n_batch + n_window)
-        components.append(tf.broadcast_to(c, grid_shape))
+        # One indexed dimension's vector already spans the grid (its batch, its window); a
+        # BroadcastTo to the computed grid shape would be the only one (pos_emb[:t]: Core ML's
+        # converter refuses it).
+        components.append(c if len(indexed) == 1 and not batching
+                          else tf.broadcast_to(c, grid_shape()))
     grid = tf.stack(components, -1) if components else \
-        tf.zeros(tf.concat([grid_shape, [0]], 0), iv.I64)
+        tf.zeros(tf.concat([grid_shape(), [0]], 0), iv.I64)
     out = tf.gather_nd(operand, grid)  # [batch..., windowed..., rest...]
     axes = {d: n_batch + i for i, d in enumerate(windowed + rest)}
     return _arrange(out, list(range(n_batch)), axes, collapsed, dn["offset_dims"])

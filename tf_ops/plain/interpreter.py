@@ -132,9 +132,9 @@ class Context:
             folded = folding.fold(self, entry, op, inputs)
             if folded is not None:
                 return [symbolic.materialize(v) for v in folded] if tensors else folded
+            symbolic_inputs = inputs
             if entry.operands == op_table.BROADCASTING:
                 full = next((v for v in inputs if not symbolic.is_symbolic(v)), None)
-                symbolic_inputs = inputs
                 inputs = symbolic.broadcastable(inputs)
                 if full is None:  # the symbolic operand `broadcastable` built in full
                     full = next((new for old, new in zip(symbolic_inputs, inputs)
@@ -149,7 +149,11 @@ class Context:
             sources.note(graph, start, graph.version, op.source)
         else:
             outputs = entry.emit(self, op, *inputs)
-        if entry.operands == op_table.BROADCASTING and full is not None:
+        if (entry.operands == op_table.BROADCASTING and full is None
+                and any(isinstance(v, symbolic.Broadcast) for v in symbolic_inputs)):
+            outputs = [symbolic.broadcast_result(symbolic_inputs, o)
+                       for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+        elif entry.operands == op_table.BROADCASTING and full is not None:
             # A lowering may return an operand as it is (`x * 1 -> x`): a scalar or an
             # aligned broadcast source (size-1 dimensions) stands for the whole shape.
             outputs = [tf.broadcast_to(o, tf.shape(full)) if _partial(o, full) else o

@@ -227,14 +227,15 @@ def lazy_dims(x: tf.Tensor) -> list[Dim]:
 
 def broadcastable(values: list) -> list:
     """The operands of an elementwise op, for a TF op that broadcasts them: symbolic operands
-    as scalars or aligned sources where one operand is a tensor of the full shape, otherwise
-    (every operand symbolic) the largest materialized."""
+    as scalars or aligned sources. Where every operand is symbolic and one is a `Broadcast`,
+    none is built in full: the op's result is then itself a broadcast (`broadcast_result`).
+    With only splats and sizes, the largest splat is materialized."""
     full = [v for v in values if not is_symbolic(v)]
-    if not full:
-        ranked = [v for v in values if isinstance(v, (Splat, Broadcast))]
-        if not ranked:
+    if not full and not any(isinstance(v, Broadcast) for v in values):
+        splats = [v for v in values if isinstance(v, Splat)]
+        if not splats:
             return [materialize(v) for v in values]
-        biggest = max(ranked, key=lambda v: len(v.shape))
+        biggest = max(splats, key=lambda v: len(v.shape))
         values = [materialize(v) if v is biggest else v for v in values]
     out = []
     for v in values:
@@ -247,6 +248,29 @@ def broadcastable(values: list) -> list:
         else:
             out.append(v)
     return out
+
+
+def broadcast_result(operands: list, output: tf.Tensor):
+    """The result of an elementwise op whose operands were all symbolic, one of them a
+    `Broadcast` (`broadcastable` gave their aligned forms): `output`, computed on the aligned
+    operands, broadcast to the result's shape. Exact: the op is elementwise and a broadcast
+    copies values, so computing before or after the copy gives the same elements. A mask built
+    from iotas (`arange(t)[:, None] >= arange(t)`, then a batch) stays its small tensor until
+    an op with a full operand broadcasts it, with no BroadcastTo to a computed shape."""
+    shape = next(v for v in operands if isinstance(v, Broadcast)).shape
+    rank = output.shape.rank
+    if rank is None:
+        return output
+    dims = tuple(range(len(shape) - rank, len(shape)))
+    one = lambda d: _is_int(shape[d]) and int(shape[d]) == 1
+    # Aligned operands hold a static 1 where they repeat and the result's size elsewhere: the
+    # output repeats something only where it has a static 1 (or no dimension) for a result
+    # dimension that is not 1.
+    repeats = any(not one(d) for d in range(len(shape) - rank)) or any(
+        size == 1 and not one(d) for size, d in zip(output.shape.as_list(), dims))
+    if not repeats and rank == len(shape):
+        return output
+    return Broadcast(output, dims, shape, not repeats)
 
 
 def static_value(value):

@@ -49,10 +49,10 @@ def _lapack_spd(t: str) -> np.ndarray:
 # The TF op types each LAPACK call's graph holds (the kernel, and JAX's NaN for a failed
 # factorization: LAPACK's info != 0).
 _LAPACK_OPS = {
-    'lapack_spotrf_ffi': {'AddV2': 1, 'All': 1, 'BroadcastTo': 1, 'Cast': 1, 'Cholesky': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
-    'lapack_dpotrf_ffi': {'AddV2': 1, 'All': 1, 'BroadcastTo': 1, 'Cast': 1, 'Cholesky': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
-    'lapack_cpotrf_ffi': {'AddV2': 1, 'All': 1, 'BroadcastTo': 1, 'Cast': 1, 'Cholesky': 1, 'Complex': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'Imag': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'Neg': 1, 'Real': 2, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
-    'lapack_zpotrf_ffi': {'AddV2': 1, 'All': 1, 'BroadcastTo': 1, 'Cast': 1, 'Cholesky': 1, 'Complex': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'Imag': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'Neg': 1, 'Real': 2, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
+    'lapack_spotrf_ffi': {'AddV2': 1, 'All': 1, 'Cast': 1, 'Cholesky': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
+    'lapack_dpotrf_ffi': {'AddV2': 1, 'All': 1, 'Cast': 1, 'Cholesky': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
+    'lapack_cpotrf_ffi': {'AddV2': 1, 'All': 1, 'Cast': 1, 'Cholesky': 1, 'Complex': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'Imag': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'Neg': 1, 'Real': 2, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
+    'lapack_zpotrf_ffi': {'AddV2': 1, 'All': 1, 'Cast': 1, 'Cholesky': 1, 'Complex': 1, 'Equal': 1, 'Fill': 1, 'Greater': 1, 'GreaterEqual': 1, 'Imag': 1, 'LogicalNot': 1, 'MatrixDiagPartV3': 1, 'Neg': 1, 'Real': 2, 'RealDiv': 1, 'Reshape': 1, 'SelectV2': 3, 'Transpose': 1},
     'lapack_strsm_ffi': {'MatrixTriangularSolve': 1},
     'lapack_dtrsm_ffi': {'MatrixTriangularSolve': 1},
     'lapack_ctrsm_ffi': {'MatrixTriangularSolve': 1},
@@ -322,9 +322,9 @@ EXAMPLES: tuple[Example, ...] = (
        F, poly=("b, 4",)),
     ex("custom_call:Sharding", [], module=_RAW_SHARDING, args=(F,),
        reference=lambda x: x),
-    ex("custom_call:Qr", {"Abs": 2, "AddN": 1, "AddV2": 4, "BroadcastTo": 1, "Cast": 1, "ConcatV2": 1, "Equal": 7, "ExpandDims": 1, "Fill": 1, "GatherV2": 2, "Greater": 2, "GreaterEqual": 1, "Less": 3, "MatMul": 1, "Maximum": 1, "Minimum": 1, "Mul": 6, "Neg": 1, "Pack": 1, "Range": 3, "RealDiv": 4, "Reshape": 1, "SelectV2": 13, "Sqrt": 2, "Square": 2, "Squeeze": 1, "StatelessWhile": 1, "StridedSlice": 11, "Sub": 3, "Sum": 1}, lambda a: jnp.linalg.qr(a)[1], F.T.copy(), rtol=1e-5,
+    ex("custom_call:Qr", {"Abs": 2, "AddN": 1, "AddV2": 4, "Cast": 1, "ConcatV2": 1, "Equal": 7, "ExpandDims": 1, "Fill": 1, "GatherV2": 2, "Greater": 2, "GreaterEqual": 1, "Less": 3, "MatMul": 1, "Maximum": 1, "Minimum": 1, "Mul": 6, "Neg": 1, "Pack": 1, "Range": 3, "RealDiv": 4, "Reshape": 1, "SelectV2": 13, "Sqrt": 2, "Square": 2, "Squeeze": 1, "StatelessWhile": 1, "StridedSlice": 11, "Sub": 3, "Sum": 1}, lambda a: jnp.linalg.qr(a)[1], F.T.copy(), rtol=1e-5,
        atol=1e-5),
-    ex("custom_call:ProductOfElementaryHouseholderReflectors", {"Abs": 3, "AddN": 1, "AddV2": 5, "BroadcastTo": 1, "Cast": 2, "ConcatV2": 3, "Equal": 8, "ExpandDims": 2, "Fill": 3, "GatherV2": 4, "Greater": 3, "GreaterEqual": 2, "Less": 3, "MatMul": 2, "MatrixSetDiagV3": 1, "Maximum": 1, "Minimum": 2, "Mul": 8, "Neg": 1, "Pack": 3, "Range": 4, "RealDiv": 4, "Reshape": 1, "SelectV2": 14, "Sqrt": 2, "Square": 2, "Squeeze": 2, "StatelessWhile": 2, "StridedSlice": 18, "Sub": 6, "Sum": 1},
+    ex("custom_call:ProductOfElementaryHouseholderReflectors", {"Abs": 3, "AddN": 1, "AddV2": 5, "Cast": 2, "ConcatV2": 3, "Equal": 8, "ExpandDims": 2, "Fill": 3, "GatherV2": 4, "Greater": 3, "GreaterEqual": 2, "Less": 3, "MatMul": 2, "MatrixSetDiagV3": 1, "Maximum": 1, "Minimum": 2, "Mul": 8, "Neg": 1, "Pack": 3, "Range": 4, "RealDiv": 4, "Reshape": 1, "SelectV2": 14, "Sqrt": 2, "Square": 2, "Squeeze": 2, "StatelessWhile": 2, "StridedSlice": 18, "Sub": 6, "Sum": 1},
        lambda a: jnp.abs(jnp.linalg.qr(a)[0]), F.T.copy(), rtol=1e-5, atol=1e-5),
     # jaxlib's LAPACK calls, kept by a CPU export for TF's kernels (lapack_kernels.py)
     *[ex(f"custom_call:lapack_{t}potrf_ffi", _LAPACK_OPS[f"lapack_{t}potrf_ffi"],

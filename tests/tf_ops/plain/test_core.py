@@ -167,3 +167,36 @@ def test_a_broadcast_that_repeats_nothing_is_a_reshape_not_a_broadcast_to():
         x = np.linspace(-2, 2, batch * 3, dtype=np.float32).reshape(batch, 3)
         for got, want in zip(graph(x), jax.jit(f)(x)):
             np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_an_op_on_broadcasts_only_stays_a_broadcast_until_a_full_operand_meets_it():
+    # Flax's causal mask: arange(t) broadcast to the batch, compared with itself, and-ed with a
+    # padding mask, then used by a where on the (b, t, t) scores. The compare runs on (t, 1)
+    # against (t,), the and on (b, t, 1) against (b, 1, t): no BroadcastTo to a shape computed
+    # from b and t (Core ML's converter refuses one). A positional embedding's `[:t]` slice
+    # (a gather indexing one dimension) builds no index grid either.
+    emb = np.arange(32, dtype=np.float32).reshape(8, 4)
+
+    def f(ids, scores):
+        b, t = ids.shape
+        idx = jnp.broadcast_to(jnp.arange(t), (b, t))
+        causal = idx[:, :, None] >= idx[:, None, :]
+        pad = ids > 0
+        mask = jnp.logical_and(causal, pad[:, :, None] & pad[:, None, :])
+        return jnp.where(mask, scores, -1e9), jnp.asarray(emb)[:t]
+
+    ids = np.array([[3, 1, 0], [2, 0, 5]], np.float32)
+    scores = np.linspace(-1, 1, 18, dtype=np.float32).reshape(2, 3, 3)
+    poly = ["b, t", "b, t, t"]
+    assert_lowers_like_jax(f, ids, scores, polymorphic_shapes=poly)
+    program = lowered(f, (ids, scores), poly)
+    graph = tf.function(lambda *a: plain.run_program(program, list(a)), autograph=False,
+                        input_signature=[tf.TensorSpec([None, None], tf.float32),
+                                         tf.TensorSpec([None, None, None], tf.float32)])
+    ops = {op.type for op in graph.get_concrete_function().graph.get_operations()}
+    assert "BroadcastTo" not in ops, sorted(ops)
+    for b, t in ((1, 1), (3, 5)):
+        ids = np.arange(b * t, dtype=np.float32).reshape(b, t) % 3
+        scores = np.ones((b, t, t), np.float32)
+        for got, want in zip(graph(ids, scores), jax.jit(f)(ids, scores)):
+            np.testing.assert_array_equal(got.numpy(), want)
