@@ -182,8 +182,9 @@ def run_side(suite: Suite, side: str, jax_tree: Path | None, out: Path, timeout:
     test files of the jax2tf suite (default: the whole tests directory).
 
     A test process that crashes (a signal in a native library) or stalls for `STALL_S` leaves
-    its outcomes in the plugin's journal: the test it died in is recorded as failed, saying so,
-    and the tests not yet run go on in a fresh process (`RESTARTS` times at most)."""
+    its outcomes in the plugin's journal; the tests not yet run go on in a fresh process
+    (`RESTARTS` times at most), and the test it died in is run again alone (`run_alone`),
+    whose outcome is the one kept, with the death in the result's "died"."""
     config_dir = Path(tempfile.mkdtemp(prefix="peer_suite_"))
     args = ["-p", "peer_suite_plugin", "-p", "no:cacheprovider", "-q",
             "--import-mode=importlib", "--continue-on-collection-errors"]

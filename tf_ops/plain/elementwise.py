@@ -180,7 +180,7 @@ def max_min(is_max: bool, x, y, x_const=None, y_const=None):
             return tf.maximum(x, c) if is_max else tf.minimum(x, c)
         # The constant wins ties unless it is the zero the result must not take (-0.0 for
         # max, +0.0 for min); a NaN `x` fails every compare and is kept.
-        strict = bool(y_const == 0) and bool(np.signbit(y_const)) == is_max
+        strict = bool(np.signbit(y_const)) == is_max  # y_const is a zero here
         if is_max:
             wins = tf.less(x, c) if strict else tf.less_equal(x, c)
         else:

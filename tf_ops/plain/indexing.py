@@ -13,6 +13,8 @@ read at run time (`tf.shape`), so symbolic dimensions stay None in graphs.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
@@ -74,12 +76,9 @@ def _gather(operand, indices, dn: dict, slice_sizes: list):
     # One index vector per (batch position, window offset of the indexed dimensions).
     windowed = [d for d in indexed if d not in batching and d not in collapsed]
     n_window = len(windowed)
-    built = {}
-
+    @functools.cache
     def batch_shape():  # built only if an op needs it (none does for one indexed dimension)
-        if "batch" not in built:
-            built["batch"] = tf.shape(indices, out_type=iv.I64)[:-1]
-        return built["batch"]
+        return tf.shape(indices, out_type=iv.I64)[:-1]
 
     def grid_shape():
         return tf.concat([batch_shape(), tf.stack([sizes[d] for d in windowed])
