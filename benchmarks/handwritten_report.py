@@ -201,8 +201,7 @@ def markdown(result: dict) -> str:
                           f"{sum(extra.values())} nodes ("
                           + ", ".join(f"{k} {v}" for k, v in sorted(extra.items())) + "); "
                           "counted only, not run: without the op check it may write what "
-                          "TF.js cannot run (a `_FusedMatMul` with `GeluExact`: \"Activation "
-                          "geluexact has not been implemented for the CPU backend\")."]
+                          "TF.js cannot run."]
     lines += ["", "## README row", "", "```text", readme_row(result), "```"]
     return "\n".join(lines) + "\n"
 

@@ -200,3 +200,26 @@ def test_an_op_on_broadcasts_only_stays_a_broadcast_until_a_full_operand_meets_i
         scores = np.ones((b, t, t), np.float32)
         for got, want in zip(graph(ids, scores), jax.jit(f)(ids, scores)):
             np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_a_dense_layers_bias_is_added_first_where_exact_gelu_follows():
+    # tensorflowjs's converter fuses MatMul + BiasAdd + GELU into a node TF.js runs without the
+    # GELU, but makes no BiasAdd of AddV2(bias, product) (rewrite/bias_first.py). Elsewhere the
+    # product stays first, so a ReLU layer still becomes one _FusedMatMul there.
+    rng = np.random.default_rng(0)
+    w, b = rng.normal(size=(4, 3)).astype(np.float32), rng.normal(size=3).astype(np.float32)
+    x = rng.normal(size=(2, 4)).astype(np.float32)
+
+    def add_inputs(f):
+        assert_lowers_like_jax(f, x, polymorphic_shapes=["b, 4"])
+        program = lowered(f, (x,), ["b, 4"])
+        graph = tf.function(lambda a: plain.run_program(program, [a]), autograph=False,
+                            input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+        ops = graph.get_concrete_function().graph.get_operations()
+        return [[t.op.type for t in op.inputs] for op in ops
+                if op.type == "AddV2" and "MatMul" in [t.op.type for t in op.inputs]]
+
+    gelu = add_inputs(lambda x: jax.nn.gelu(x @ w + b, approximate=False))
+    relu = add_inputs(lambda x: jax.nn.relu(x @ w + b))
+    assert len(gelu) == 1 and gelu[0][1] == "MatMul" != gelu[0][0], gelu
+    assert len(relu) == 1 and relu[0][0] == "MatMul" != relu[0][1], relu

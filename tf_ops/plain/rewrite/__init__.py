@@ -15,7 +15,7 @@ no measured bound for the dtype are left as they are.
 from __future__ import annotations
 
 from tf_ops.plain.program import Program
-from tf_ops.plain.rewrite import common_values, dead_code, kernels, patterns
+from tf_ops.plain.rewrite import bias_first, common_values, dead_code, kernels, patterns
 
 
 def simplify(program: Program) -> Program:
@@ -31,5 +31,6 @@ def simplify(program: Program) -> Program:
     """
     program = kernels.raise_kernels(program)
     program = patterns.raise_patterns(program)
+    program = bias_first.order(program)
     program = common_values.merge(program)
     return dead_code.remove(program)
