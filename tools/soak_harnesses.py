@@ -368,6 +368,14 @@ class _Worker:
         self.log.close()
 
 
+def _lowering() -> dict:
+    """{"lowering": fingerprint, "commit": ...} of this checkout (tools/lowering_version.py);
+    every record carries it, and a resumed soak must be on the same lowering."""
+    sys.path.insert(0, _REPO)
+    from tools import lowering_version
+    return {"lowering": lowering_version.fingerprint(), "commit": lowering_version.commit()}
+
+
 def _load_done(path: str) -> dict[int, dict]:
     done = {}
     if os.path.exists(path):
@@ -417,6 +425,9 @@ def write_summary(records: list[dict], path: str, converter: str, total: int,
         "`tf.function(jit_compile=True)`, compared with `jax.jit` on the same inputs).", "",
         f"- cases recorded: {len(records)} of {total}"
         + ("" if wall != wall else f" ({wall / 60:.1f} min wall)"),
+        "- lowering: " + ", ".join(f"`{k}` at {c} ({n} cases)" for (k, c), n in sorted(
+            collections.Counter((r.get("lowering", "unrecorded"), r.get("commit", "unrecorded"))
+                                for r in records).items())),
         f"- converted and run: {len(ran)}; skipped (JAX itself does not run them here): "
         f"{statuses.get('skip', 0)}",
         "- status counts: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
@@ -626,9 +637,18 @@ def main(argv=None) -> int:
         indices = [i for i in indices if i in earlier]
     if args.limit is not None:
         indices = indices[:args.limit]
-    os.makedirs(args.out, exist_ok=True)
     jsonl = os.path.join(args.out, "soak.jsonl")
     done = _load_done(jsonl) if args.resume else {}
+    lowering = _lowering()
+    other = sorted({str(r.get("commit", "unrecorded")) for r in done.values()
+                    if r.get("lowering") != lowering["lowering"]})
+    if other:
+        print(f"{jsonl} holds cases run on another lowering (commits {', '.join(other)}; this "
+              f"checkout: {lowering['commit']}, lowering {lowering['lowering']}): a soak's "
+              f"results stand for one lowering. Run without --resume (or with another --out) "
+              f"to start again.", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
     if not args.resume and os.path.exists(jsonl):
         os.remove(jsonl)
     log_path = os.path.join(args.out, "worker.log")
@@ -661,6 +681,7 @@ def main(argv=None) -> int:
                 worker.truncate_log()
             if index in earlier:
                 rec["rerun_of"] = earlier[index]
+            rec.update(lowering)
             rec.setdefault("name", harnesses[index].fullname[:200])
             rec.setdefault("group", harnesses[index].group_name)
             results.write(json.dumps(rec) + "\n")

@@ -1,13 +1,16 @@
 """The fuzzer's own machinery: generated programs are deterministic, valid and printable;
 the shrinker keeps a failure while removing what it does not need; reproducers run."""
 import dataclasses
+import json
 import subprocess
 import sys
 
 import jax
 import numpy as np
+import pytest
 
-from tools.lax_fuzz import batch, generate, reproducer, shrink
+from tools import lowering_version
+from tools.lax_fuzz import batch, generate, report, reproducer, runner, shrink
 from tools.lax_fuzz import program as program_lib
 from tools.lax_fuzz.check import Mismatch
 from tools.lax_fuzz.program import Output, Program, Step
@@ -149,3 +152,19 @@ def test_xla_simplifications_the_long_run_found_are_known_and_real():
     subnormal = Mismatch("plain", "value", 0, "value", "float64", (), "", "0.0", "-5e-324")
     assert known.classify(subnormal, ["scan"]).startswith("x + 0 for a negative subnormal")
     assert known.classify(subnormal, ["cumsum"]) is None
+
+
+def test_a_run_is_not_resumed_on_another_lowering(tmp_path):
+    # A run resumed after the lowering changed would report one run over two lowerings.
+    here = lowering_version.fingerprint()
+    assert len(here) == 12 and int(here, 16) >= 0
+    record = {"batch": 0, "seed": 0, "programs": 24, "findings": [], "refused": [],
+              "lowering": "0123456789ab", "commit": "abc1234", "time": 1.0}
+    (tmp_path / "batches-1.jsonl").write_text(json.dumps(record) + "\n")
+    with pytest.raises(SystemExit, match="1 batches run on another lowering.*abc1234"):
+        runner.run(tmp_path, programs=48, seed=0, settings=batch.Settings(), workers=1,
+                   chunk=1, per_class=1, shrink_seconds=1.0, bound=60.0, command="test")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batches-1.jsonl"]  # nothing written
+    mixed = [record, dict(record, batch=1, lowering=here, commit="def5678")]
+    assert "batches on 2 lowerings" in report._lowering_line(mixed)
+    assert "every batch on one lowering" in report._lowering_line(mixed[1:])

@@ -104,6 +104,18 @@ def _num(x: float) -> str:
     return "inf" if x >= 1e300 else f"{x:.3g}"
 
 
+def _lowering_line(records: list[dict]) -> str:
+    """Which lowering the batches ran on (tools/lowering_version.py)."""
+    by = collections.Counter((r.get("lowering", "unrecorded"), r.get("commit", "unrecorded"))
+                             for r in records)
+    lowerings = {lowering for lowering, _ in by}
+    commits = ", ".join(f"{c} ({n} batches)" for (_, c), n in sorted(by.items()))
+    if len(lowerings) == 1:
+        return (f"- lowering: every batch on one lowering, `{next(iter(lowerings))}` "
+                f"(tf_ops/, jax2tf_native/ and the stack's versions); commits {commits}")
+    return f"- **lowering: batches on {len(lowerings)} lowerings**: {commits}"
+
+
 def write(out_dir: Path, title: str | None = None) -> dict:
     """Writes `summary.md` and `bounds.json`; returns the aggregate."""
     out_dir = Path(out_dir)
@@ -148,7 +160,8 @@ def write(out_dir: Path, title: str | None = None) -> dict:
              f"findings: "
              f"{sum(e['count'] for e in agg['classes'].values())}",
              f"- refused at conversion (our `PlainLoweringError`): "
-             f"{sum(agg['refused'].values())} program runs", ""]
+             f"{sum(agg['refused'].values())} program runs",
+             _lowering_line(timed), ""]
     for heading, group in (("Unexplained", unexplained),
                            ("Known in the plain lowering (tools/lax_fuzz/known.py KNOWN)",
                             known_classes),

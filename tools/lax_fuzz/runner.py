@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from tools import lowering_version
 from tools.lax_fuzz import batch, report, worker
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +40,8 @@ def run(out_dir: Path, *, programs: int, seed: int, settings: batch.Settings, wo
     out_dir.mkdir(parents=True, exist_ok=True)
     config = {"seed": seed, "programs": programs, "settings": dataclasses.asdict(settings),
               "command": command}
+    records = worker.read_records(out_dir)
+    _check_one_lowering(out_dir, records)
     config_path = out_dir / "config.json"
     if config_path.exists():
         old = json.loads(config_path.read_text())
@@ -47,7 +50,7 @@ def run(out_dir: Path, *, programs: int, seed: int, settings: batch.Settings, wo
                              f"{old['settings']}; use another --out, or the same options")
     config_path.write_text(json.dumps(config, indent=1) + "\n")
     total = -(-programs // settings.pack)
-    done = {r["batch"] for r in worker.read_records(out_dir)}
+    done = {r["batch"] for r in records}
     pending = [i for i in range(total) if i not in done]
     chunks = [pending[i:i + chunk] for i in range(0, len(pending), chunk)]
     lines: queue.Queue = queue.Queue()
@@ -90,6 +93,19 @@ def run(out_dir: Path, *, programs: int, seed: int, settings: batch.Settings, wo
             os.killpg(r.proc.pid, signal.SIGKILL)
         summary = report.write(out_dir)
     return summary
+
+
+def _check_one_lowering(out_dir: Path, records: list[dict]) -> None:
+    """A run is one lowering's: resuming with changed lowering sources would mix two."""
+    here = lowering_version.fingerprint()
+    other = [r for r in records if not r.get("failed") and r.get("lowering") != here]
+    if other:
+        commits = sorted({str(r.get("commit", "unrecorded")) for r in other})
+        raise SystemExit(
+            f"{out_dir} holds {len(other)} batches run on another lowering (commits "
+            f"{', '.join(commits)}; this checkout is {lowering_version.commit()}, lowering "
+            f"{here}): a run's results stand for one lowering. Use a fresh --out to start "
+            f"again, or check out the lowering the run began on to resume it.")
 
 
 def _start(chunk, out_dir, seed, settings, per_class, shrink_seconds, lines) -> _Running:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tools import lowering_version
 from tools.lax_fuzz import batch, known, reproducer, shrink
 from tools.lax_fuzz.check import Mismatch
 
@@ -120,7 +121,8 @@ def run_batch(seed: int, index: int, settings: batch.Settings, classes: Classes,
             "seconds": {k: round(v, 3) for k, v in outcome.seconds.items()},
             "wall_seconds": round(time.perf_counter() - wall, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3), "time": time.time(),
-            "process_started": _STARTED}
+            "process_started": _STARTED, "lowering": lowering_version.fingerprint(),
+            "commit": lowering_version.commit()}
 
 
 def read_records(out_dir: Path) -> list[dict]:
