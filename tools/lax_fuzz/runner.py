@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from tools import lowering_version
+from tools import child_runner, lowering_version
 from tools.lax_fuzz import batch, report, worker
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -119,6 +119,9 @@ def _start(chunk, out_dir, seed, settings, per_class, shrink_seconds, lines) -> 
                PYTHONPATH=os.pathsep.join([str(_REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=_REPO, env=env,
                             text=True, start_new_session=True)
+    # A session of its own is a scheduling group of its own: without this, `nice -n 5` on the
+    # run would not reach its workers (tools/child_runner.py says why).
+    child_runner.renice(proc.pid, 0)
     running = _Running(proc, chunk, log=log)
 
     def read():
