@@ -176,6 +176,12 @@ def check_convolution(op: Op) -> str | None:
     spatial = len(op.attr("dimension_numbers")["input_spatial_dimensions"])
     if spatial > 3:
         return f"{spatial} spatial dimensions (TF convolves at most 3)"
+    kernel = op.operand_types[1]
+    if tf.as_dtype(kernel.dtype) in ds.INTEGERS and any(
+            kernel.shape[d] is None
+            for d in op.attr("dimension_numbers")["kernel_spatial_dimensions"]):
+        return ("an integer kernel whose window size is symbolic (integer convolutions are "
+                "one slice per window position, so their number must be known at conversion)")
     result = op.result_types[0]
     if (0 in op.operand_types[1].shape or 0 in result.shape) \
             and any(result.shape[d] is None for d in
@@ -397,6 +403,7 @@ def _patch_conv(x, k, strides, dilations):
     patches = tf.stack(views, axis=-2)
     out = dim_sizes(views[0])[:-1]
     features = len(views) * sizes[-1]
+    out_features = dim_sizes(k)[-1]  # a symbolic feature count is read at run time
     y = tf.linalg.matmul(_reshape(patches, [_product(out), features]),
-                         _reshape(k, [features, k.shape[-1]]))
-    return _reshape(y, out + [k.shape[-1]])
+                         _reshape(k, [features, out_features]))
+    return _reshape(y, out + [out_features])

@@ -27,7 +27,13 @@ def while_(ctx, op: Op, *init):
         return tf.reshape(ctx.region(cond_region, list(values))[0], [])
 
     def body(*values):
-        return tuple(ctx.region(body_region, list(values)))
+        results = ctx.region(body_region, list(values))
+        # A dimension the body computes at run time (a broadcast to a symbolic size) leaves
+        # TF without the static size the loop type has; tf.while_loop would refuse the value
+        # as less specific than its invariant. The type is StableHLO's, so it holds.
+        for result, t in zip(results, op.result_types):
+            result.set_shape(t.shape)
+        return tuple(results)
 
     if not init:
         raise AssertionError("refused by check_while")

@@ -11,6 +11,8 @@ as the reference, evaluated equation by equation).
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax.extend import core as jex_core
@@ -36,8 +38,8 @@ def _magnitude(value):
 
 
 # Primitives whose infinities from finite operands are overflows (not 1/0 or log(0)).
-_OVERFLOWING = frozenset({"mul", "add", "sub", "square", "integer_pow", "pow", "exp",
-                          "dot_general", "conv_general_dilated", "reduce_sum", "cumsum"})
+_ELEMENTWISE = frozenset({"mul", "add", "sub", "square", "integer_pow", "pow", "exp"})
+_OVERFLOWING = _ELEMENTWISE | {"dot_general", "conv_general_dilated", "reduce_sum", "cumsum"}
 
 
 def _no_infinity(values):
@@ -54,6 +56,15 @@ def _overflow(primitive, inputs, outputs):
     (NaN) or 0 * inf, depends on the order of operations; else 0 (or None)."""
     if primitive not in _OVERFLOWING:
         return None
+    if primitive in _ELEMENTWISE:
+        # Element by element: an infinity elsewhere in the operands (an input's -inf) must
+        # not hide an overflow here.
+        ins = [jnp.asarray(v) for v in inputs if _magnitude(v) is not None]
+        outs = [jnp.asarray(v) for v in outputs if _magnitude(v) is not None]
+        if not ins or not outs:
+            return None
+        finite = functools.reduce(jnp.logical_and, [jnp.isfinite(v) for v in ins])
+        return jnp.where(jnp.any(finite & jnp.isinf(outs[0])), jnp.inf, 0.0)
     before, after = _no_infinity(inputs), _no_infinity(outputs)
     if before is None or after is None:
         return None

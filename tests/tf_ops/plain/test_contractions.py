@@ -140,6 +140,21 @@ def test_integer_convolutions_wrap_like_xla():
                            x, k, polymorphic_shapes=["b, 6, 5, 4", None])
 
 
+def test_convolutions_with_a_symbolic_kernel_dimension():
+    # Found by the fuzzer: a symbolic output feature count broke the integer lowering's
+    # reshapes (TypeError); a symbolic window runs in float (TF's kernels take it) and is
+    # refused for integers (one slice per window position).
+    x = RNG.integers(-9, 9, (2, 5, 3), dtype=np.int8)
+    k = RNG.integers(-9, 9, (2, 3, 4), dtype=np.int8)
+    nwc = _conv(("NWC", "WIO", "NWC"), window_strides=(1,), padding="SAME")
+    assert_lowers_like_jax(nwc, x, k, polymorphic_shapes=["b, 5, 3", "2, 3, o"])
+    assert_lowers_like_jax(nwc, x.astype(np.float32), k.astype(np.float32),
+                           polymorphic_shapes=["b, 5, 3", "w, 3, 4"])
+    with pytest.raises(plain.PlainLoweringError, match=r"integer kernel whose window size is "
+                                                       r"symbolic"):
+        lowered(nwc, [x, k], ["b, 5, 3", "w, 3, 4"])
+
+
 def test_boolean_convolution_is_refused_naming_the_op():
     x, k = np.ones((1, 4, 4, 1), bool), np.ones((2, 2, 1, 1), bool)
     with pytest.raises(plain.PlainLoweringError, match=r"stablehlo.convolution.*i1"):

@@ -112,6 +112,15 @@ def test_loops_and_conditionals():
         X, np.int32(5))
 
 
+def test_a_loop_carry_of_a_symbolic_size_keeps_its_static_dimensions():
+    # The scan's zero carry is a broadcast to (1, a): TF loses its static 1 in the body, and
+    # tf.while_loop refused the value as less specific than the loop's type (found by the fuzzer).
+    f = lambda x: jax.lax.scan(lambda c, xi: (c + xi, c), jnp.zeros_like(x[0]), x)[1]
+    for shape, poly in (((1, 3), "1, a"), ((2, 1, 3), "2, 1, a"), ((3, 2), "b, a")):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) - 2
+        assert_lowers_like_jax(f, x, polymorphic_shapes=[poly])
+
+
 def test_symbolic_batch_is_read_at_run_time():
     """One graph traced with a None batch serves every batch size."""
     f = lambda x: jnp.concatenate([jnp.sin(x), x * 2], axis=1) + jnp.arange(6.0)
