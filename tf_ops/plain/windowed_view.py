@@ -178,6 +178,10 @@ class View:
             end = [b + span for b, span in zip(starts, self.spans)]
             view = tf.strided_slice(self.tensor, vector(starts), vector(end),
                                     vector(window.strides))
+        elif any(is_int(c) and c == 0 for c in self.counts):
+            # No window fits along some dimension: the view is empty, and a slice could not
+            # start at the offset (TF's Slice wants begin 0 in an empty dimension).
+            view = tf.zeros(vector(self.counts), self.tensor.dtype)
         else:
             begin, size = [], []
             for start, count, span, st in zip(starts, self.counts, self.spans, window.strides):

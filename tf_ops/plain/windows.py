@@ -133,11 +133,6 @@ def order_sensitive(region: Region) -> bool:
 
 def reduce_window(ctx, op: Op, *inputs):
     count = len(inputs) // 2
-    shapes = [t.shape for t in op.result_types]
-    if all(0 in shape and None not in shape for shape in shapes):
-        # No window fits (the dilated window is larger than the padded operand): an empty
-        # result, which the views' slices past the operand's end would not give.
-        return [tf.zeros(shape, x.dtype) for shape, x in zip(shapes, inputs)]
     window = Window.of(op, inputs[0].shape.rank)
     return _reduce_window(ctx, op.regions[0], list(inputs[:count]), list(inputs[count:]),
                           window, [ctx.splat(v) for v in op.operands[count:]])
