@@ -29,7 +29,8 @@ import tensorflow as tf
 
 from tf_ops.plain import dtype_support as ds
 from tf_ops.plain.program import Op
-from tf_ops.plain.windowed_view import dilate_and_pad, dim_sizes, static_or_unstacked
+from tf_ops.plain.windowed_view import (dilate_and_pad, dim_sizes, is_int, max0,
+                                        static_or_unstacked, vector)
 
 
 def _dtype(op: Op) -> tf.DType:
@@ -302,6 +303,7 @@ def _conv_nhwc(x, k, attrs):
         x = _reshape(x, [dim_sizes(x)[0]] + [1] * extra + dim_sizes(x)[1:])
         k = _reshape(k, [1] * extra + dim_sizes(k))
         strides, dilations = [1] * extra + strides, [1] * extra + dilations
+    x, fitted = _fit_window(x, k, strides, dilations) if padding == "VALID" else (x, None)
     groups = attrs["feature_groups"]
     if groups == 1:
         y = _tf_conv(x, k, strides, dilations, padding=padding)
@@ -316,10 +318,29 @@ def _conv_nhwc(x, k, attrs):
         ks = tf.split(k, groups, axis=-1)
         y = tf.concat([_tf_conv(xg, kg, strides, dilations, padding=padding)
                        for xg, kg in zip(xs, ks)], -1)
+    if fitted is not None:
+        y = tf.slice(y, [0] * (len(fitted) + 2), vector([-1, *fitted, -1]))
     if extra:
         sizes = dim_sizes(y)
         y = _reshape(y, [sizes[0]] + sizes[1 + extra:])
     return y
+
+
+def _fit_window(x, k, strides, dilations):
+    """XLA's VALID convolution over a spatial size smaller than the dilated window is empty;
+    TF's kernels raise instead ("Computed output size would be negative"). A graph traced with
+    symbolic sizes meets this at run time (and eagerly with the sizes given): pads x at the end
+    up to the window and returns (x, the true output sizes to slice the result to); (x, None)
+    where every size is statically at least its window."""
+    sizes = dim_sizes(x)[1:-1]
+    extents = [(w - 1) * d + 1 for w, d in zip(dim_sizes(k)[:len(sizes)], dilations)]
+    short = [max0(e - s) for s, e in zip(sizes, extents)]
+    if all(is_int(d) and d == 0 for d in short):
+        return x, None
+    x = tf.pad(x, tf.stack([vector(row) for row in [[0, 0], *[[0, d] for d in short], [0, 0]]]))
+    return x, [((s - e) // st + 1 if s >= e else 0) if is_int(s) and is_int(e)
+               else tf.where(s >= e, max0(s - e) // st + 1, 0)
+               for s, e, st in zip(sizes, extents, strides)]
 
 
 def _tf_padding(x, k, attrs) -> str | None:

@@ -155,6 +155,18 @@ def test_convolutions_with_a_symbolic_kernel_dimension():
         lowered(nwc, [x, k], ["b, 5, 3", "w, 3, 4"])
 
 
+def test_a_symbolic_size_smaller_than_the_window_gives_an_empty_result():
+    # Found by the fuzzer: TF's Conv2D raised "Computed output size would be negative" where
+    # XLA's VALID convolution over a size smaller than the dilated window is empty.
+    conv = _conv(("NWC", "WIO", "NWC"), window_strides=(2,), padding="VALID",
+                 rhs_dilation=(2,))
+    k = _normal(3, 2, 4)
+    for width in (1, 9):  # narrower than the window (5) and wider
+        assert_lowers_like_jax(conv, _normal(2, width, 2), k,
+                               polymorphic_shapes=["b, w, 2", None])
+    assert_lowers_like_jax(conv, _normal(2, 1, 2), k, polymorphic_shapes=[None, "kw, 2, 4"])
+
+
 def test_boolean_convolution_is_refused_naming_the_op():
     x, k = np.ones((1, 4, 4, 1), bool), np.ones((2, 2, 1, 1), bool)
     with pytest.raises(plain.PlainLoweringError, match=r"stablehlo.convolution.*i1"):
