@@ -3,6 +3,7 @@ while nothing that decides the converted paths' values changed: a hash of the so
 `tf_ops/` and `jax2tf_native/` and of the pinned stack's versions (jax, jaxlib, TF)."""
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import importlib.metadata
@@ -34,6 +35,37 @@ def commit() -> str:
                               text=True).stdout.strip()
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     return head + ("+changes" if git("status", "--porcelain", "--", *SOURCES) else "")
+
+
+def stamp() -> dict:
+    """What each record of a run carries: {"lowering": fingerprint(), "commit": commit()}."""
+    return {"lowering": fingerprint(), "commit": commit()}
+
+
+def foreign(records: list[dict]) -> list[dict]:
+    """The records run on another lowering than this checkout's (records of a failure, which
+    ran nothing, aside): a run or soak must not be resumed onto them."""
+    here = fingerprint()
+    return [r for r in records if not r.get("failed") and r.get("lowering") != here]
+
+
+def commits_of(records: list[dict]) -> str:
+    return ", ".join(sorted({str(r.get("commit", "unrecorded")) for r in records}))
+
+
+def describe(records: list[dict], unit: str) -> str:
+    """A summary line: the lowering(s) the records (one per `unit`: "batch", "case") ran on,
+    with their commits."""
+    by = collections.Counter((r.get("lowering", "unrecorded"), r.get("commit", "unrecorded"))
+                             for r in records)
+    lowerings = {lowering for lowering, _ in by}
+    commits = ", ".join(f"{c} ({n} {unit}{'es' if unit.endswith('h') else 's'})"
+                        for (_, c), n in sorted(by.items()))
+    if len(lowerings) == 1:
+        return (f"- lowering: every {unit} on one lowering, `{next(iter(lowerings))}` "
+                f"(tf_ops/, jax2tf_native/ and the stack's versions); commits {commits}")
+    return f"- **lowering: {unit}{'es' if unit.endswith('h') else 's'} on {len(lowerings)} " \
+           f"lowerings**: {commits}"
 
 
 def _version(name: str) -> str:

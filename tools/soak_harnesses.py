@@ -36,6 +36,10 @@ import time
 
 RESULT_PREFIX = "SOAKRESULT "
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Run as a script (`python tools/soak_harnesses.py`), the repository is not on the path.
+if _REPO not in sys.path:
+    sys.path.insert(0, _REPO)
+from tools import child_runner, lowering_version  # noqa: E402  (after the path)
 
 
 def load_harnesses():
@@ -324,8 +328,6 @@ class _Worker:
             start_new_session=True)
         # Its own session is its own scheduling group: `nice -n 10` on this command would
         # not reach it without this (tools/child_runner.py says why).
-        sys.path.insert(0, _REPO)
-        from tools import child_runner
         child_runner.renice(self.proc.pid, 0)
         self.buffer = b""
         self.cases = 0
@@ -371,14 +373,6 @@ class _Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.log.close()
-
-
-def _lowering() -> dict:
-    """{"lowering": fingerprint, "commit": ...} of this checkout (tools/lowering_version.py);
-    every record carries it, and a resumed soak must be on the same lowering."""
-    sys.path.insert(0, _REPO)
-    from tools import lowering_version
-    return {"lowering": lowering_version.fingerprint(), "commit": lowering_version.commit()}
 
 
 def _load_done(path: str) -> dict[int, dict]:
@@ -430,9 +424,7 @@ def write_summary(records: list[dict], path: str, converter: str, total: int,
         "`tf.function(jit_compile=True)`, compared with `jax.jit` on the same inputs).", "",
         f"- cases recorded: {len(records)} of {total}"
         + ("" if wall != wall else f" ({wall / 60:.1f} min wall)"),
-        "- lowering: " + ", ".join(f"`{k}` at {c} ({n} cases)" for (k, c), n in sorted(
-            collections.Counter((r.get("lowering", "unrecorded"), r.get("commit", "unrecorded"))
-                                for r in records).items())),
+        lowering_version.describe(records, "case"),
         f"- converted and run: {len(ran)}; skipped (JAX itself does not run them here): "
         f"{statuses.get('skip', 0)}",
         "- status counts: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
@@ -644,11 +636,11 @@ def main(argv=None) -> int:
         indices = indices[:args.limit]
     jsonl = os.path.join(args.out, "soak.jsonl")
     done = _load_done(jsonl) if args.resume else {}
-    lowering = _lowering()
-    other = sorted({str(r.get("commit", "unrecorded")) for r in done.values()
-                    if r.get("lowering") != lowering["lowering"]})
+    lowering = lowering_version.stamp()
+    other = lowering_version.foreign(list(done.values()))
     if other:
-        print(f"{jsonl} holds cases run on another lowering (commits {', '.join(other)}; this "
+        print(f"{jsonl} holds cases run on another lowering (commits "
+              f"{lowering_version.commits_of(other)}; this "
               f"checkout: {lowering['commit']}, lowering {lowering['lowering']}): a soak's "
               f"results stand for one lowering. Run without --resume (or with another --out) "
               f"to start again.", file=sys.stderr)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tf_ops import exactness
 from tools.lax_fuzz import check as check_lib
+from tools import lowering_version
 from tools.lax_fuzz import known, worker
 
 
@@ -105,15 +106,7 @@ def _num(x: float) -> str:
 
 
 def _lowering_line(records: list[dict]) -> str:
-    """Which lowering the batches ran on (tools/lowering_version.py)."""
-    by = collections.Counter((r.get("lowering", "unrecorded"), r.get("commit", "unrecorded"))
-                             for r in records)
-    lowerings = {lowering for lowering, _ in by}
-    commits = ", ".join(f"{c} ({n} batches)" for (_, c), n in sorted(by.items()))
-    if len(lowerings) == 1:
-        return (f"- lowering: every batch on one lowering, `{next(iter(lowerings))}` "
-                f"(tf_ops/, jax2tf_native/ and the stack's versions); commits {commits}")
-    return f"- **lowering: batches on {len(lowerings)} lowerings**: {commits}"
+    return lowering_version.describe(records, "batch")
 
 
 def write(out_dir: Path, title: str | None = None) -> dict:

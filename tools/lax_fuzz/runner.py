@@ -97,15 +97,15 @@ def run(out_dir: Path, *, programs: int, seed: int, settings: batch.Settings, wo
 
 def _check_one_lowering(out_dir: Path, records: list[dict]) -> None:
     """A run is one lowering's: resuming with changed lowering sources would mix two."""
-    here = lowering_version.fingerprint()
-    other = [r for r in records if not r.get("failed") and r.get("lowering") != here]
+    other = lowering_version.foreign(records)
     if other:
-        commits = sorted({str(r.get("commit", "unrecorded")) for r in other})
         raise SystemExit(
             f"{out_dir} holds {len(other)} batches run on another lowering (commits "
-            f"{', '.join(commits)}; this checkout is {lowering_version.commit()}, lowering "
-            f"{here}): a run's results stand for one lowering. Use a fresh --out to start "
-            f"again, or check out the lowering the run began on to resume it.")
+            f"{lowering_version.commits_of(other)}; "
+            f"this checkout is {lowering_version.commit()}, lowering "
+            f"{lowering_version.fingerprint()}): a run's results stand for one lowering. Use a "
+            f"fresh --out to start again, or check out the lowering the run began on to resume "
+            f"it.")
 
 
 def _start(chunk, out_dir, seed, settings, per_class, shrink_seconds, lines) -> _Running:

@@ -121,8 +121,7 @@ def run_batch(seed: int, index: int, settings: batch.Settings, classes: Classes,
             "seconds": {k: round(v, 3) for k, v in outcome.seconds.items()},
             "wall_seconds": round(time.perf_counter() - wall, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3), "time": time.time(),
-            "process_started": _STARTED, "lowering": lowering_version.fingerprint(),
-            "commit": lowering_version.commit()}
+            "process_started": _STARTED, **lowering_version.stamp()}
 
 
 def read_records(out_dir: Path) -> list[dict]:
