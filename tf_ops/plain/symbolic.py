@@ -242,12 +242,28 @@ def broadcastable(values: list) -> list:
         if isinstance(v, Splat):
             out.append(tf.constant(v.value, v.dtype))
         elif isinstance(v, Broadcast):
-            out.append(aligned(v))
+            out.append(_bias_shaped(aligned(v)) if full else aligned(v))
         elif isinstance(v, (DimSize, ShapeVector)):
             out.append(materialize(v))
         else:
             out.append(v)
     return out
+
+
+def _bias_shaped(x: tf.Tensor) -> tf.Tensor:
+    """A constant operand without its leading 1s (`[1, c]` -> `[c]`), beside a full operand that
+    keeps the result's rank: the bias a TF engineer adds. Grappler's remapper takes
+    `AddV2(MatMul, [1, c])` for a bias add and builds a `BiasAdd` that then fails at run time
+    ("bias must be 1-dimensional"); a 1-D bias is the form its fusions expect."""
+    if tf.executing_eagerly() or x.op.type != "Const":  # eagerly no optimizer runs
+        return x
+    value = tf.get_static_value(x)
+    if value is None or value.ndim < 2 or value.shape[0] != 1:
+        return x
+    shape = list(value.shape)
+    while len(shape) > 1 and shape[0] == 1:
+        shape.pop(0)
+    return tf.constant(value.reshape(shape), x.dtype)
 
 
 def broadcast_result(operands: list, output: tf.Tensor):

@@ -232,3 +232,22 @@ def test_a_dense_layers_bias_is_added_first_where_exact_gelu_follows():
     relu = add_inputs(lambda x: jax.nn.relu(x @ w + b))
     assert len(gelu) == 1 and gelu[0][1] == "MatMul" != gelu[0][0], gelu
     assert len(relu) == 1 and relu[0][0] == "MatMul" != relu[0][1], relu
+
+
+def test_a_bias_broadcast_over_a_symbolic_batch_is_one_dimensional():
+    # jnp adds a [c] bias to a [b, c] product as broadcast_in_dim of a [1, c] reshape. Kept as
+    # a [1, c] constant, Grappler's remapper made a BiasAdd of AddV2(MatMul, [1, c]) over a
+    # sliced input, which failed at run time ("bias must be 1-dimensional[1,4]").
+    rng = np.random.default_rng(1)
+    w, b = rng.normal(size=(12, 4)).astype(np.float32), np.float32([0.5, -1, 2, 0])
+    x = rng.normal(size=(2, 6, 6, 3)).astype(np.float32)
+    f = lambda x: jax.nn.relu(x.reshape(x.shape[0], -1)[:, :12] @ w + b)
+    program = lowered(f, (x,), ["b, 6, 6, 3"])
+    graph = tf.function(lambda a: plain.run_program(program, [a]), autograph=False,
+                        input_signature=[tf.TensorSpec([None, 6, 6, 3], tf.float32)])
+    np.testing.assert_allclose(graph(tf.constant(x))[0].numpy(), jax.jit(f)(x), rtol=1e-5,
+                               atol=1e-6)
+    ops = graph.get_concrete_function().graph.get_operations()
+    biases = [t.shape.as_list() for op in ops if op.type == "AddV2" for t in op.inputs
+              if t.op.type == "Const"]
+    assert biases == [[4]], biases
