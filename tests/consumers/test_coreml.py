@@ -31,8 +31,10 @@ EXTRA_OP_TYPES = {
     # Max pooling's NaN guard, maximum(pool, avg_pool(minimum(x, -inf))): TF's MaxPool drops a
     # NaN that JAX's max keeps. Softmax keeps JAX's division by the sum (reduce_sum).
     "cnn": {"minimum", "avg_pool", "maximum", "reduce_sum"},
-    # Batch norm (inference) is JAX's scale and shift; Keras folds it into the convolution.
-    "resnet": {"mul"},
+    # Batch norm (inference) is JAX's scale and shift; Keras folds it into the convolution. A
+    # ReLU is maximum(x, 0) in our TF graph (tf_ops.nan_guards.relu: TF's Grappler fuses a Relu
+    # into oneDNN's convolution, which makes NaN 0); the CNN's allowance above covers it too.
+    "resnet": {"mul", "maximum"},
     # JAX's GELU is the tanh form (jax.nn.gelu's default: tanh, mul, add), Keras's layer here
     # is fused by Core ML into one gelu; softmax as above; the masked softmax's minimum.
     "transformer": {"tanh", "reduce_sum", "minimum"},

@@ -10,7 +10,7 @@
   TF's kernels do neither.
 - scatter multiply of floats applies the updates one after another in XLA's order (their
   product first would round and overflow differently); complex64 ones update by update, with
-  the fused multiply-adds XLA's scatter loop has (`elementwise.complex64_multiply`).
+  the fused multiply-adds XLA's scatter loop has (`elementwise.complex_multiply`).
 - scatter bodies other than replace, add, multiply, max, min (and and/or of booleans), e.g.
   `x.at[i].apply(f)` or JAX's lexicographic max of complex numbers, run update by update in
   XLA's order through the body's own lowering (a tf.while_loop: exact, but slow for many
@@ -91,10 +91,10 @@ def scatter(ctx, op: Op, *inputs):
         last = _last_of_duplicates(points, tf.shape(operands[0], out_type=iv.I64))
         points, positions = tf.gather(points, last), tf.gather(positions, last)
     values = [tf.gather(_flat_updates(update, dn), positions) for update in updates]
-    if kind == "multiply" and operands[0].dtype == tf.complex64:
+    if kind == "multiply" and operands[0].dtype in (tf.complex64, tf.complex128):
         results = _scatter_in_order(ctx, None, operands, points, values,
-                                    lambda old, new: [ew.complex64_multiply(old[0], new[0],
-                                                                            scatter=True)])
+                                    lambda old, new: [ew.complex_multiply(old[0], new[0],
+                                                                          scatter=True)])
     elif kind is None or (kind in ("and", "or") and operands[0].dtype != tf.bool):
         results = _scatter_in_order(ctx, op.regions[0], operands, points, values)
     else:

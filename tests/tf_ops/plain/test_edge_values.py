@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import jax2tf_native
 from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, lowered
-from tf_ops import plain
+from tf_ops import exactness, plain
 
 lax = jax.lax
 RNG = np.random.default_rng(35)
@@ -153,6 +154,27 @@ def test_complex64_products_round_and_overflow_as_xlas_fused_multiply_adds():
            np.concatenate([b, random[1]]), polymorphic_shapes=["n", "n"])
 
 
+def test_complex128_products_that_overflow_give_xlas_infinities():
+    # XLA's fused multiply-adds keep an infinite term where the other product only overflows:
+    # (inf + 2**31 j)(DBL_MAX - 3.62j) has imaginary part -inf under jax.jit; TF's product
+    # (inf * -3.62 + 2**31 * DBL_MAX = -inf + inf) gave NaN. Found by the fuzzer's CI slice.
+    rng = np.random.default_rng(128)
+    special = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1.7976931348623157e308, 1e300,
+                        -1e300, 2.0, -3.5, 1e155, 2147483648.0])
+    parts = [np.where(rng.random(4000) < 0.5, rng.choice(special, 4000),
+                      rng.standard_normal(4000) * 10.0 ** rng.integers(-5, 300, 4000))
+             for _ in range(4)]
+    x, y = (np.empty(4000, np.complex128) for _ in range(2))
+    (x.real, x.imag), (y.real, y.imag) = parts[:2], parts[2:]
+    x[0], y[0] = complex(np.inf, 2147483648.0), complex(1.7976931348623157e308, -3.62)
+    with jax.enable_x64(True):
+        for f in (lambda a, b: a * b, lambda a, b: a.at[jnp.zeros(4, int)].multiply(b[:4])):
+            want = np.asarray(jax.jit(f)(x, y))
+            got = plain.run_program(lowered(f, (x, y)), [tf.constant(x), tf.constant(y)])[0]
+            assert exactness.compare(got.numpy(), want, exactness.tolerance("complex_arith"),
+                                     np.abs(x[:len(want)]) * np.abs(y[:len(want)])).passed
+
+
 # ------------------------------------------------------------------------ 9: optimizer
 
 def test_signed_zeros_survive_tfs_graph_optimizer():
@@ -180,9 +202,9 @@ def test_max_and_min_order_negative_zero_below_positive_zero():
                                 jnp.minimum(x, 0.0))
     _exact(elementwise, x[:6], y[:6])
     _exact(elementwise, x[:6], y[:6], polymorphic_shapes=["b", "b"])
-    # jax.nn.relu is TF's Relu, as a TF engineer writes it (TFLite, TF.js and Core ML fuse it
+    # jax.nn.relu is Maximum(x, 0) in TF and TF's Relu for TFLite and TF.js (which fuse it
     # into the convolution before it): equal values, NaN kept, but the sign of a zero result
-    # is the kernel's (its scalar tail gives -0.0 for -0.0), a difference the contract lists.
+    # is the kernel's (Relu's scalar tail gives -0.0 for -0.0), a difference the contract lists.
     got_relu = tf.function(lambda v: plain.run_program(lowered(jax.nn.relu, (x,)), [v]))(x)[0]
     np.testing.assert_array_equal(got_relu.numpy(), np.asarray(jax.nn.relu(x)))
     # Subnormals are zeros to XLA: max(1e-40, -0.0) is +0.0.
@@ -202,6 +224,30 @@ def test_max_and_min_order_negative_zero_below_positive_zero():
     got = tf.function(lambda v: plain.run_program(lowered(pools, (z,)), [v]))(z)
     for g, w in zip(got, pools(z)):
         np.testing.assert_array_equal(g.numpy(), np.asarray(w))
+
+
+@pytest.mark.parametrize("activation", [jax.nn.relu, jax.nn.relu6], ids=["relu", "relu6"])
+def test_a_layers_relu_keeps_nan_where_grappler_would_fuse_it(activation):
+    # With a polymorphic batch, Grappler's remapper fused Conv2D/MatMul + bias + Relu into
+    # oneDNN's kernel, whose ReLU made NaN 0 (72 NaNs under jax.jit, none in the tf.function).
+    # Plain graphs write the ReLU as Maximum(x, 0), which no remapper pattern takes.
+    w = RNG.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    w2, b = RNG.standard_normal((12, 4)).astype(np.float32), np.float32([0.5, -1, 2, 0])
+    conv = lambda x: activation(lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")) + b)
+    dense = lambda x: activation(x.reshape(x.shape[0], -1)[:, :12] @ w2 + b)
+    x = RNG.standard_normal((2, 6, 6, 3)).astype(np.float32)
+    x[0, 2, 3, 1], x[0, 0, 1, 1], x[1, 4, 4, 0] = np.nan, np.nan, np.inf
+    for f in (conv, dense):
+        want = np.asarray(jax.jit(f)(x))
+        assert np.isnan(want).any()
+        converted = jax2tf_native.convert(f, polymorphic_shapes=["b, 6, 6, 3"],
+                                          enable_xla=False)
+        graph = tf.function(converted, autograph=False,
+                            input_signature=[tf.TensorSpec([None, 6, 6, 3], tf.float32)])
+        got = graph(tf.constant(x)).numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 # ------------------------------------------------------------------------ folded operands
