@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.tf_ops.plain.lowering_check import assert_lowers_like_jax, lowered
 from tf_ops import plain
@@ -112,3 +113,25 @@ def test_unrecognized_bodies_are_refused_at_conversion():
     z = np.ones((3,), np.complex64)
     with pytest.raises(plain.PlainLoweringError, match="reduce"):
         lowered(lambda z: jax.lax.reduce_max_p.bind(z, axes=(0,)), [z])
+
+
+def _max_pool(x):
+    return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+
+@pytest.mark.parametrize("f, shape", [(jnp.max, (4096,)), (jnp.min, (4096,)),
+                                      (_max_pool, (1, 64, 64, 1))])
+def test_jaxlib_drops_nan_from_4096_elements_where_plain_keeps_it(f, shape):
+    # jaxlib 0.10's CPU backend runs float32/float64 max/min reductions, and pooling whose
+    # stride is its window, over 4,096 elements or more with YNNPACK's kernels, which drop NaN;
+    # below that size (as in StableHLO's semantics and on other backends) NaN propagates. The
+    # plain lowering keeps NaN at every size, a known difference (docs/exactness.md, "jaxlib's
+    # CPU kernels"): when this fails after an upgrade, that paragraph is what to update.
+    x = np.abs(RNG.randn(*shape)).astype(np.float32) + 1
+    x.flat[x.size // 2] = np.nan
+    smaller = x.reshape(-1)[:-4].reshape(-1) if len(shape) == 1 else x[:, :, :-2]
+    assert np.isnan(jax.jit(f)(smaller)).any()       # 4,092 elements: NaN propagates
+    assert not np.isnan(jax.jit(f)(x)).any()         # 4,096: jaxlib drops it
+    got = plain.run_program(lowered(f, [x]), [tf.constant(x)])[0].numpy()
+    assert np.isnan(got).sum() == 1 and np.array_equal(got[~np.isnan(got)],
+                                                       np.asarray(jax.jit(f)(x))[~np.isnan(got)])
