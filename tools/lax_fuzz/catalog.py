@@ -107,10 +107,14 @@ class Ctx:
         self.dtypes = dtypes
         self.pool: list[Val] = []
         self.inputs: dict[str, np.ndarray] = {}
+        self.parameters: set[str] = set()  # a layer's weights (Program.parameters)
 
     # -- values
-    def new_input(self, shape, dtype: str, style: str | None = None, values=None) -> Val:
+    def new_input(self, shape, dtype: str, style: str | None = None, values=None,
+                  parameter: bool = False) -> Val:
         name = f"x{len(self.inputs)}"
+        if parameter:
+            self.parameters.add(name)
         self.inputs[name] = (values_lib.draw(self.rng, tuple(shape), dtype, style)
                              if values is None else np.asarray(values,
                                                                values_lib.np_dtype(dtype)))

@@ -109,7 +109,8 @@ def _try_generate(rng, x64: bool, max_steps: int) -> Program | None:
         chosen.append(other)
     outputs = [Output(v.name, tuple(sorted(v.families)), v.mag, v.dtype, v.shape)
                for v in chosen]
-    made = Program(dict(ctx.inputs), {}, steps, outputs, x64=x64)
+    made = Program(dict(ctx.inputs), {}, steps, outputs, x64=x64,
+                   parameters=frozenset(ctx.parameters))
     made.grad = differentiable  # a provisional mark, settled by `generate`
     made = _prune(made)
     try:  # the companions' own shapes (an empty reduction, ...)
@@ -245,10 +246,12 @@ def specs(made: Program, prefix: str = "", scope=None) -> list[jax.ShapeDtypeStr
 
 def _make_symbolic(rng, made: Program) -> None:
     tries = []
-    flags = {k: tuple(bool(d >= 1 and rng.random() < 0.5) for d in v.shape)
+    flags = {k: tuple(bool(d >= 1 and rng.random() < 0.5 and k not in made.parameters)
+                      for d in v.shape)
              for k, v in made.inputs.items()}
     tries.append(flags)
-    tries.append({k: tuple(i == 0 and d >= 1 for i, d in enumerate(v.shape))
+    tries.append({k: tuple(i == 0 and d >= 1 and k not in made.parameters
+                           for i, d in enumerate(v.shape))
                   for k, v in made.inputs.items()})
     for flags in tries:
         if not any(any(f) for f in flags.values()):

@@ -106,7 +106,7 @@ TF_KERNELS: list[KnownClass] = [
     KnownClass("TF's Conv and MatMul kernels: where a product overflows, fused multiply-adds "
                "decide between NaN, an infinity and a finite value",
                lambda m, ops: m.kind in ("infinity", "nan")
-               and bool(ops & {"conv", "dot_general"}) and _overflow_seen(m)),
+               and bool(ops & {"conv", "conv_layer", "dot_general"}) and _overflow_seen(m)),
     KnownClass("Grappler: x / constant runs as x * (1 / constant), within 1.5 ulps",
                lambda m, ops: m.kind == "value" and "div" in ops and _within_ulps(m, 1.5)),
 ]
@@ -227,11 +227,24 @@ TF_XLA: list[KnownClass] = [
 def classify(mismatch: Mismatch, ops) -> str | None:
     """The explained class of a mismatch (`KNOWN` for the plain path, `TF_XLA` for the
     XlaCallModule path), or None."""
-    ops = set(ops)
+    ops = _with_layer_parts(set(ops))
     for known in KNOWN if mismatch.path == "plain" else TF_XLA if mismatch.path == "xla" else ():
         if known.matches(mismatch, ops):
             return known.name
     return None
+
+
+def _with_layer_parts(ops: set) -> set:
+    """A generated layer (`dense_layer_relu`, `conv_layer_linear`, ...) also counts as its
+    product (`dot_general`, or `conv_layer`: its kernel is finite, so the class of an infinite
+    kernel over padding does not cover it) and, with a ReLU, as `max_const` (max(x, 0))."""
+    for op in list(ops):
+        kind, _, act = op.partition("_layer_")
+        if act:
+            ops.add({"dense": "dot_general", "conv": "conv_layer"}[kind])
+            if act in ("relu", "relu6"):
+                ops.add("max_const")
+    return ops
 
 
 def new_class(mismatch: Mismatch, ops) -> str:

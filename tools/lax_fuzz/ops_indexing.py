@@ -170,3 +170,49 @@ def gen_conv(ctx: Ctx):
         return Candidate("conv", template, (lhs, rhs), "approx", "reassociation",
                          mag=f"{k} * lax.conv_general_dilated(wide({{0}}), wide({{1}}), {args})")
     return Candidate("conv_int", template, (lhs, rhs), "exact", differentiable=False)
+
+
+# A layer as JAX users write one: a product, a bias broadcast by jnp's `+` (a `[1, c]` reshape,
+# then broadcast_in_dim over the batch) and an activation. TF's Grappler fuses exactly this
+# into oneDNN's kernels (whose ReLU made NaN 0 once); the ops one by one never met that.
+_ACTIVATIONS = {"relu": "jax.nn.relu({})", "relu6": "jax.nn.relu6({})", "linear": "{}"}
+
+
+def _layer(ctx: Ctx, kind: str, x, w, product: str, channels: int, k: int):
+    bias = ctx.new_input((channels,), x.dtype, parameter=True)
+    act = ctx.choice(sorted(_ACTIVATIONS))
+    template = _ACTIVATIONS[act].format(f"{product.format('{0}', '{1}')} + {{2}}")
+    mag = f"{k} * {product.format('wide({0})', 'wide({1})')} + wide({{2}})"
+    return Candidate(f"{kind}_layer_{act}", template, (x, w, bias), "approx", "reassociation",
+                     mag=mag)
+
+
+@register(1.0, "contractions")
+def gen_dense_layer(ctx: Ctx):
+    x = ctx.pick(lambda v: v.rank == 2 and REAL(v.dtype) and v.state == "exact")
+    if x is None:
+        dtype = ctx.dtype(REAL)
+        if dtype is None:
+            return None
+        x = ctx.new_input((int(ctx.choice([1, 2, 3])), int(ctx.choice([1, 2, 4]))), dtype,
+                          style="edge")
+    units = int(ctx.choice([1, 2, 3, 4]))
+    w = ctx.new_input((x.shape[1], units), x.dtype, parameter=True)
+    return _layer(ctx, "dense", x, w, "jnp.matmul({}, {})", units, max(1, x.shape[1]))
+
+
+@register(1.0, "contractions")
+def gen_conv_layer(ctx: Ctx):
+    dtype = ctx.dtype(REAL)
+    if dtype is None:
+        return None
+    cin, cout = int(ctx.choice([1, 2, 3])), int(ctx.choice([1, 2, 4]))
+    size = (int(ctx.choice([1, 3, 4])), int(ctx.choice([1, 3, 4])))
+    shape = (int(ctx.choice([1, 2])), *size, cin)
+    x = ctx.pick(lambda v: v.shape == shape and v.dtype == dtype and v.state == "exact")
+    x = x or ctx.new_input(shape, dtype, style="edge")
+    w = ctx.new_input((3, 3, cin, cout), dtype, style="small",  # finite: see known.py
+                      parameter=True)
+    product = ("lax.conv_general_dilated({}, {}, (1, 1), 'SAME', "
+               "dimension_numbers=('NHWC', 'HWIO', 'NHWC'))")
+    return _layer(ctx, "conv", x, w, product, cout, 9 * cin)

@@ -75,6 +75,9 @@ class Program:
     x64: bool = False
     jvp: bool = False
     grad: bool = False
+    # Inputs that are a layer's weights: their dimensions stay static when the program is
+    # made symbolic, as a model's parameters are (only its batch is polymorphic).
+    parameters: frozenset = frozenset()
     # Set by the runner before a run: one tangent per float input (jvp), one cotangent per
     # differentiable output (first order) and per float input (second order).
     tangents: list = dataclasses.field(default_factory=list)
