@@ -97,7 +97,8 @@ class Tolerance:
 
 # Every tolerated difference, by op family: the largest difference the fuzzer measured
 # (tools/lax_fuzz) on either path, XlaCallModule and plain, rounded up; measured values in
-# tools/results/fuzz/long/bounds.json, the table with the reasons in docs/exactness.md.
+# each run's bounds.json under tools/results/fuzz/, the table with the reasons in
+# docs/exactness.md.
 _LIBM = ("jaxlib's XLA, TF's XLA and TF's Eigen kernels use different polynomial "
          "approximations (none is correctly rounded)")
 TOLERANCES: dict[str, Tolerance] = {

@@ -162,6 +162,7 @@ def _record_failure(out_dir: Path, seed: int, index: int, what: str, log: str) -
                "dtype": "", "class": f"worker {what}", "known": False, "detail": f"see {log}"}
     record = {"batch": index, "seed": seed, "programs": 0, "findings": [finding],
               "refused": [], "stats": {}, "seconds": {}, "wall_seconds": 0.0,
-              "cpu_seconds": 0.0, "failed": what, "time": time.time()}
+              "cpu_seconds": 0.0, "failed": what, "time": time.time(),
+              **lowering_version.stamp()}  # a crash belongs to one lowering too
     with open(out_dir / "batches-failures.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
