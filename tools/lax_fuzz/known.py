@@ -156,6 +156,10 @@ FOUND: list[KnownClass] = [
                "float16, TF rounds it to inf",
                lambda m, ops: m.dtype == "float16" and m.kind in ("infinity", "nan")
                and bool(ops & {"mul_sub", "mul_add"})),
+    # jax.jit's own value is wrong: exp of NaN alone is NaN, but fused after adding a NaN
+    # constant jaxlib's XLA gives a finite value (1e-45, -6.8e10: it varies); TF gives NaN.
+    KnownClass("jaxlib's XLA: exp(x + NaN constant) is a finite value, not NaN",
+               lambda m, ops: {"add_const", "exp"} <= ops and _nan_for_finite(m)),
     KnownClass("reduce_max/min gradient where the extremum is NaN",
                lambda m, ops: m.check != "value" and m.kind in ("nan", "infinity")
                and bool(ops & {"reduce_max", "reduce_min"})),
@@ -214,6 +218,8 @@ TF_XLA: list[KnownClass] = [
                lambda m, ops: bool(ops & _NAN_MINMAX)
                # runs recorded before scan's max step had its own name ("scan_max")
                or (m.kind == "nan" and "scan" in ops)),
+    KnownClass("TF's XLA and jaxlib's: exp(x + NaN constant) is a finite value, not NaN",
+               lambda m, ops: {"add_const", "exp"} <= ops and m.kind in ("value", "nan")),
     KnownClass("TF's XLA: complex abs/sign/sqrt of infinite and NaN parts differ from jaxlib",
                lambda m, ops: bool(ops & _COMPLEX_SPECIAL) and m.kind in ("nan", "infinity")),
     KnownClass("TF's XLA: float64 cbrt is pow(|x|, 1/3), up to 116 ulps from jaxlib's",
