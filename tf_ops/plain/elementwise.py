@@ -8,9 +8,8 @@ Where the two disagree (checked against JAX on CPU in tests/tf_ops/plain):
 - sign keeps the sign of zeros and gives a signed zero for subnormals (XLA's CPU backend treats
   f32/f64/bf16 subnormals as zeros; TF's Sign returns garbage there); complex sign divides
   by XLA's scaled |z| (TF's squares |z| and underflows);
-- complex64 multiplication rounds as XLA's fused multiply-adds do (`complex64_multiply`), so
-  products that overflow give XLA's infinities instead of NaN; complex128 gives them too
-  (`complex128_multiply`);
+- complex multiplication rounds as XLA's fused multiply-adds do (`complex_multiply`), so
+  products that overflow give XLA's infinities instead of NaN;
 - integer powers with negative exponents are 0 except for bases 1 and -1;
 - `compare` with TOTALORDER orders -NaN < -inf < ... < -0 < +0 < ... < inf < NaN;
 - round_nearest_afz rounds halves away from zero.
@@ -94,48 +93,35 @@ def multiply(ctx, op, x, y):
 
 
 def complex_multiply(x, y, scatter: bool = False):
-    """XLA's CPU complex product of either width (`complex64_multiply`,
-    `complex128_multiply`)."""
-    if x.dtype == tf.complex64:
-        return complex64_multiply(x, y, scatter)
-    return complex128_multiply(x, y, scatter)
-
-
-def complex64_multiply(x, y, scatter: bool = False):
-    """XLA's CPU complex64 product (a+bi)(c+di): re = fma(a, c, -(b*d)) and
-    im = fma(b, c, a*d), or fma(a, d, b*c) in a scatter's update loop (`scatter`), as LLVM
-    contracts them (measured: bit for bit on 20,000 random products each). A float32
-    product is exact in float64, so each fma is one float64 subtraction or addition rounded
-    to float32: a double rounding that differs from the fma about once in 2**29 products."""
+    """XLA's CPU complex product (a+bi)(c+di): re = fma(a, c, -(b*d)) and im = fma(b, c, a*d),
+    or fma(a, d, b*c) in a scatter's update loop (`scatter`), as LLVM contracts them
+    (measured: bit for bit on 20,000 random complex64 products each). TF has no fma: each
+    width forms it as `_fma_via_float64` and `_fma_special_values` say."""
     a, b = tf.math.real(x), tf.math.imag(x)
     c, d = tf.math.real(y), tf.math.imag(y)
-    wide = [tf.cast(v, tf.float64) for v in (a, b, c, d)]
-    re = wide[0] * wide[2] - tf.cast(b * d, tf.float64)
-    if scatter:
-        im = wide[0] * wide[3] + tf.cast(b * c, tf.float64)
-    else:
-        im = wide[1] * wide[2] + tf.cast(a * d, tf.float64)
-    return tf.complex(tf.cast(re, tf.float32), tf.cast(im, tf.float32))
-
-
-def complex128_multiply(x, y, scatter: bool = False):
-    """XLA's CPU complex128 product, with the fused multiply-adds of `complex64_multiply`.
-    TF has no wider float to form them in; where they differ in special values, this takes
-    them: `fma(u, v, p)` (p already rounded) is `p` wherever `p` is infinite and `u`, `v` are
-    finite, since the exact `u * v` is then finite and cannot meet the opposite infinity, where
-    the rounded `u * v` overflows and `u * v + p` is NaN. Elsewhere `u * v + p`, within the
-    contract's `complex_arith` bound (measured against jax.jit on 200,000 products drawn with
-    edge values: no NaN, infinity or finiteness differs; 31,719 did with TF's product)."""
-    a, b = tf.math.real(x), tf.math.imag(x)
-    c, d = tf.math.real(y), tf.math.imag(y)
-
-    def fma(u, v, p):
-        exact_finite = tf.logical_and(tf.math.is_finite(u), tf.math.is_finite(v))
-        return tf.where(tf.logical_and(exact_finite, tf.math.is_inf(p)), p, u * v + p)
-
+    fma = _fma_via_float64 if x.dtype == tf.complex64 else _fma_special_values
     re = fma(a, c, -(b * d))
     im = fma(a, d, b * c) if scatter else fma(b, c, a * d)
     return tf.complex(re, im)
+
+
+def _fma_via_float64(u, v, p):
+    """float32 fma(u, v, p): a float32 product is exact in float64, so the fma is one float64
+    addition rounded to float32, a double rounding that differs from the fma about once in
+    2**29 products."""
+    wide = lambda t: tf.cast(t, tf.float64)
+    return tf.cast(wide(u) * wide(v) + wide(p), tf.float32)
+
+
+def _fma_special_values(u, v, p):
+    """float64 fma(u, v, p), with no wider float to form it in: XLA's special values, else
+    `u * v + p`. It is `p` wherever `p` is infinite and `u`, `v` are finite, since the exact
+    `u * v` is then finite and cannot meet the opposite infinity, where the rounded `u * v`
+    overflows and `u * v + p` is NaN. Elsewhere `u * v + p` is within the contract's
+    `complex_arith` bound (measured against jax.jit on 200,000 complex128 products drawn with
+    edge values: no NaN, infinity or finiteness differs; 31,719 did with TF's product)."""
+    exact_finite = tf.logical_and(tf.math.is_finite(u), tf.math.is_finite(v))
+    return tf.where(tf.logical_and(exact_finite, tf.math.is_inf(p)), p, u * v + p)
 
 
 def divide(ctx, op, x, y):
