@@ -246,12 +246,12 @@ def specs(made: Program, prefix: str = "", scope=None) -> list[jax.ShapeDtypeStr
 
 def _make_symbolic(rng, made: Program) -> None:
     tries = []
-    flags = {k: tuple(bool(d >= 1 and rng.random() < 0.5 and k not in made.parameters)
-                      for d in v.shape)
+    free = set(made.inputs) - made.parameters
+    # The draw happens for every dimension, free or not: the random stream stays the same.
+    flags = {k: tuple(bool(d >= 1 and rng.random() < 0.5) and k in free for d in v.shape)
              for k, v in made.inputs.items()}
     tries.append(flags)
-    tries.append({k: tuple(i == 0 and d >= 1 and k not in made.parameters
-                           for i, d in enumerate(v.shape))
+    tries.append({k: tuple(i == 0 and d >= 1 and k in free for i, d in enumerate(v.shape))
                   for k, v in made.inputs.items()})
     for flags in tries:
         if not any(any(f) for f in flags.values()):
