@@ -129,10 +129,12 @@ def divide(ctx, op, x, y):
     if _is_value(y_const, 1):  # XLA: A / 1 -> A
         return x
     if x.dtype in ds.FLOATS and _is_value(x_const, 1) and not np.signbit(x_const):
-        # 1 / y as -(-1 / y), the same bits: TF's graph optimizer turns a division of ones
-        # into its Reciprocal kernel, which on CPU is up to 3 ulps off in float32, and 4,907
-        # for |y| > 2**100 (its Newton step meets the smallest normal).
-        return tf.negative(tf.math.divide(tf.constant(-1, x.dtype), y))
+        # 1 / y as (-1 / y) * -1, the same bits: TF's graph optimizer turns a division of
+        # ones into its Reciprocal kernel, which on CPU is up to 3 ulps off in float32, and
+        # 4,907 for |y| > 2**100 (its Newton step meets the smallest normal). A product, not
+        # a negation: Neg flips a NaN's sign bit, and top_k and sort rank -NaN below numbers.
+        minus_one = tf.constant(-1, x.dtype)
+        return tf.math.divide(minus_one, y) * minus_one
     if x.dtype in ds.FLOATS or x.dtype in ds.COMPLEX:
         return tf.math.divide(x, y)
     zero = tf.equal(y, 0)

@@ -279,6 +279,17 @@ def test_one_over_x_is_a_division_not_tfs_reciprocal_kernel():
     _exact(inverses, y, polymorphic_shapes=["b"])
 
 
+def test_one_over_nan_keeps_the_nans_sign_for_top_k():
+    # top_k ranks in total order, where -NaN is below every number: 1 / NaN written
+    # -(-1 / y) gave -NaN, so top_k picked 1.0 where jax.jit picks the NaN (found by the fuzzer).
+    y = np.float32([[1.0, np.nan, 2.0, -np.nan], [np.nan, -np.nan, 3.0, 0.5]])
+    top = lambda y: lax.top_k(lax.integer_pow(y, -2), 2)
+    _exact(top, y)
+    _exact(top, y, polymorphic_shapes=["b, 4"])
+    got = jax2tf_native.convert(lambda y: 1.0 / y, enable_xla=False)(tf.constant(y)).numpy()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(jax.jit(lambda y: 1.0 / y)(y)))
+
+
 def test_folding_reads_empty_constants():
     # Gathering no rows makes empty constants inside cosh's decomposition; TF's own reader of
     # a Const (MakeNdarray) failed on them ("index can't contain negative values").
