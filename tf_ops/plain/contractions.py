@@ -42,9 +42,11 @@ def _product(sizes) -> int | tf.Tensor:
 
 
 def _reshape(x: tf.Tensor, sizes) -> tf.Tensor:
-    """`x` reshaped to `sizes` (ints or int32 scalars); with one size unknown, -1 there."""
+    """`x` reshaped to `sizes` (ints or int32 scalars); with one size unknown, -1 there,
+    unless a known size is 0: TF then infers 0 for the -1 (an outer product of an empty
+    `[0, 2]` and a `[a]` came out `[0, 2, 0]`)."""
     unknown = [i for i, s in enumerate(sizes) if not isinstance(s, int)]
-    if len(unknown) <= 1:
+    if not unknown or (len(unknown) == 1 and all(s != 0 for s in sizes if isinstance(s, int))):
         return tf.reshape(x, [-1 if i in unknown else s for i, s in enumerate(sizes)])
     return tf.reshape(x, tf.stack([tf.cast(s, tf.int32) for s in sizes]))
 
@@ -126,6 +128,14 @@ def _dot(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, result: tf.
     rhs = _to_matmul_type(rhs, result, compute)
     lhs_free = [d for d in range(lhs.shape.rank) if d not in lhs_batch + lhs_contract]
     rhs_free = [d for d in range(rhs.shape.rank) if d not in rhs_batch + rhs_contract]
+    lhs_sizes, rhs_sizes = lhs.shape.as_list(), rhs.shape.as_list()
+    if 0 in [lhs_sizes[d] for d in lhs_contract] + [rhs_sizes[d] for d in rhs_free]:
+        # An empty sum (0) or no output columns: no MatMul. Grappler fuses a MatMul and the
+        # BiasAdd after it into oneDNN's kernel, which aborts the process when either is 0
+        # ("could not create a primitive descriptor for the inner product").
+        sizes = dim_sizes(lhs), dim_sizes(rhs)
+        shape = ([sizes[0][d] for d in lhs_batch + lhs_free] + [sizes[1][d] for d in rhs_free])
+        return tf.zeros(vector(shape), compute)
     y = _dense_matmul(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
                       lhs_free, rhs_free)
     if y is None:

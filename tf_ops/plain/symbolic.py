@@ -142,9 +142,9 @@ def shape_operand(dims: Sequence[Dim]) -> list[int] | tf.Tensor:
 def reshape_operand(dims: Sequence[Dim]) -> list[int] | tf.Tensor:
     """A shape for tf.reshape: with at most one size unknown, a list of ints with -1 there (no
     shape ops in the graph: TF infers it from the element count, which StableHLO guarantees
-    agrees)."""
+    agrees), unless a known size is 0: TF then infers 0 for the -1 whatever the size is."""
     unknown = [i for i, d in enumerate(dims) if not _is_int(d)]
-    if len(unknown) <= 1:
+    if not unknown or (len(unknown) == 1 and all(int(d) != 0 for d in dims if _is_int(d))):
         return [-1 if i in unknown else int(d) for i, d in enumerate(dims)]
     return shape_operand(dims)
 

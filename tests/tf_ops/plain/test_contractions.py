@@ -60,6 +60,31 @@ def _conv(dims, **kw):
     return lambda x, k: jax.lax.conv_general_dilated(x, k, dimension_numbers=dims, **kw)
 
 
+def test_an_empty_outer_product_with_a_symbolic_size_keeps_its_shape():
+    # The product's [0, a] was reshaped to [0, 2, -1], and TF infers 0 for the -1 whatever
+    # `a` is: [0, 2, 0] where JAX gives [0, 2, 1] (found by the fuzzer).
+    outer = lambda x, y: jax.lax.dot_general(x, y, (((), ()), ((), ())))
+    for n in (1, 3):
+        assert_lowers_like_jax(outer, np.zeros((0, 2), np.float32), _normal(n),
+                               polymorphic_shapes=[None, "a"])
+    assert_lowers_like_jax(lambda x, y: jnp.einsum("ij,bk->bijk", x, y),
+                           np.zeros((0, 2), np.float32), _normal(3, 4),
+                           polymorphic_shapes=[None, "b, 4"])
+
+
+def test_a_dense_layer_with_no_inputs_or_no_units_gives_zeros_not_an_abort():
+    # x @ w + b, then ReLU: Grappler fused the MatMul and BiasAdd into oneDNN's kernel, which
+    # aborted the process (not an exception) for an empty sum or no output columns.
+    layer = lambda x, w, b: jax.nn.relu(x @ w + b)
+    assert_lowers_like_jax(layer, _normal(3, 0), _normal(0, 2), _normal(2))
+    assert_lowers_like_jax(layer, _normal(3, 0), _normal(0, 2), _normal(2),
+                           polymorphic_shapes=["b, 0", None, None])
+    assert_lowers_like_jax(layer, _normal(3, 4), _normal(4, 0), _normal(0))
+    assert_lowers_like_jax(lambda x, w: jnp.einsum("bij,bjk->bik", x, w).astype(jnp.int8),
+                           np.ones((2, 3, 0), np.int8), np.ones((2, 0, 4), np.int8),
+                           polymorphic_shapes=["b, 3, 0", "b, 0, 4"])
+
+
 def test_conv_nhwc_strided_dilated_same_with_symbolic_batch():
     x, k = _normal(2, 9, 10, 4), _normal(3, 3, 4, 6)
     assert_lowers_like_jax(
