@@ -119,19 +119,42 @@ def _max_pool(x):
     return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
 
-@pytest.mark.parametrize("f, shape", [(jnp.max, (4096,)), (jnp.min, (4096,)),
-                                      (_max_pool, (1, 64, 64, 1))])
-def test_jaxlib_drops_nan_from_4096_elements_where_plain_keeps_it(f, shape):
-    # jaxlib 0.10's CPU backend runs float32/float64 max/min reductions, and pooling whose
-    # stride is its window, over 4,096 elements or more with YNNPACK's kernels, which drop NaN;
-    # below that size (as in StableHLO's semantics and on other backends) NaN propagates. The
-    # plain lowering keeps NaN at every size, a known difference (docs/exactness.md, "jaxlib's
-    # CPU kernels"): when this fails after an upgrade, that paragraph is what to update.
-    x = np.abs(RNG.randn(*shape)).astype(np.float32) + 1
-    x.flat[x.size // 2] = np.nan
-    smaller = x.reshape(-1)[:-4].reshape(-1) if len(shape) == 1 else x[:, :, :-2]
-    assert np.isnan(jax.jit(f)(smaller)).any()       # 4,092 elements: NaN propagates
-    assert not np.isnan(jax.jit(f)(x)).any()         # 4,096: jaxlib drops it
+@pytest.mark.parametrize("f", [jnp.max, jnp.min])
+def test_jaxlib_drops_nan_from_4096_elements_where_plain_keeps_it(f):
+    # jaxlib 0.10's CPU backend runs float32/float64 max/min reductions over 4,096 elements or
+    # more with YNNPACK's kernels, which drop NaN; below that size (as in StableHLO's semantics
+    # and on other backends) NaN propagates. The plain lowering keeps NaN in reductions at
+    # every size, a known difference (docs/exactness.md, "jaxlib's CPU kernels"): when this
+    # fails after an upgrade, that paragraph is what to update.
+    x = np.abs(RNG.randn(4096)).astype(np.float32) + 1
+    x[2048] = np.nan
+    assert np.isnan(jax.jit(f)(x[:-4]))      # 4,092 elements: NaN propagates
+    assert not np.isnan(jax.jit(f)(x))       # 4,096: jaxlib drops it
     got = plain.run_program(lowered(f, [x]), [tf.constant(x)])[0].numpy()
-    assert np.isnan(got).sum() == 1 and np.array_equal(got[~np.isnan(got)],
-                                                       np.asarray(jax.jit(f)(x))[~np.isnan(got)])
+    assert np.isnan(got)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pools_skip_nan_where_jaxlib_does(dtype):
+    # Pooling whose stride is its window runs on YNNPACK's kernels too, from 4,096 operand
+    # elements (windows.JAXLIB_NAN_SKIPPING_POOL_ELEMENTS): there the plain graph is TF's
+    # MaxPool alone, which skips NaN as they do; below, its NaN guard keeps JAX's NaN. Both
+    # equal jax.jit, with a static and with a symbolic batch (the batch is at least 1).
+    with jax.enable_x64(dtype == np.float64):
+        x = (np.abs(RNG.randn(2, 64, 64, 1)) + 1).astype(dtype)
+        x[:, 1, 1, 0] = np.nan
+        for shape, keeps in [((1, 64, 64, 1), False), ((1, 64, 62, 1), True),
+                             ((2, 32, 64, 1), False)]:
+            part = x[:shape[0], :shape[1], :shape[2]]
+            assert np.isnan(jax.jit(_max_pool)(part)).any() == keeps
+            guarded = "AvgPool" in assert_lowers_like_jax(_max_pool, part, exact=True)
+            assert guarded == keeps
+        assert_lowers_like_jax(_max_pool, x[:1, :, :62], exact=True,
+                               polymorphic_shapes=["b, 64, 62, 1"])
+        types = assert_lowers_like_jax(_max_pool, x[:1], exact=True,
+                                       polymorphic_shapes=["b, 64, 64, 1"])
+        assert "AvgPool" not in types
+        # Overlapping windows (stride 1) are pooled by XLA's own loop, which keeps NaN.
+        overlapping = lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1),
+                                                      (1, 1, 1, 1), "VALID")
+        assert "AvgPool" in assert_lowers_like_jax(overlapping, x[:1], exact=True)
