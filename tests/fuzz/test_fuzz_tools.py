@@ -183,6 +183,40 @@ def test_jaxlibs_exp_of_nan_padding_is_finite_and_known():
     assert known.classify(nan_for_finite, ["pad", "tanh"]) is None
 
 
+def test_an_overflowed_product_behind_a_relu_is_known_by_its_magnitude():
+    """The long run's conv layer: XLA's fused multiply-adds give inf - inf = NaN where TF's
+    Conv2D gives -inf, and the ReLU makes that 0. A ReLU that drops a NaN input gives the same
+    values (0 for NaN); the magnitude at the element tells them apart (inf, or NaN)."""
+    import jax.numpy as jnp
+    import tensorflow as tf
+    from jax import lax
+
+    import jax2tf_native
+    from tools.lax_fuzz import check, known
+
+    x = np.array([[[[1.0, 1.0, np.inf]], [[-3.4028235e+38, 1.0, 1.0]]]], np.float32)
+    w = np.array([[[[-1.25], [0.0], [-1.5]]], [[[-2.0], [0.75], [0.25]]],
+                  [[[-0.75], [0.25], [-0.25]]]], np.float32)
+    conv = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                 dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    want = np.asarray(jax.jit(conv)(x, w)).ravel()
+    got = jax2tf_native.convert(conv, enable_xla=False)(tf.constant(x), tf.constant(w))
+    assert np.isnan(want[1]) and np.asarray(got).ravel()[1] == -np.inf
+    layer = lambda x, w: jax.nn.relu(conv(x, w))
+    relu = jax2tf_native.convert(layer, enable_xla=False)(tf.constant(x), tf.constant(w))
+    assert np.asarray(relu).ravel()[1] == 0 and np.isnan(np.asarray(jax.jit(layer)(x, w))[0, 1])
+    magnitude = np.asarray(9 * conv(jnp.abs(x), jnp.abs(w)))
+    detail = "1 non-finite element(s) differ; first at (0, 1, 0, 0): got 0, expected nan"
+    assert check._scale_at(magnitude, detail) == "inf"
+    relu_of = lambda scale: Mismatch("plain", "value", 0, "nan", "float32", (), detail, "0.0",
+                                     "nan", scale)
+    assert known.classify(relu_of("inf"), ["conv_layer_relu"]).startswith(
+        "TF's Conv and MatMul kernels behind a ReLU")
+    assert known.classify(relu_of("nan"), ["conv_layer_relu"]) is None  # a NaN input
+    assert known.classify(relu_of("3.0"), ["conv_layer_relu"]) is None
+    assert known.classify(relu_of(""), ["dense_layer_relu6"]) is None  # records before it
+
+
 def test_a_run_is_not_resumed_on_another_lowering(tmp_path):
     # A run resumed after the lowering changed would report one run over two lowerings.
     here = lowering_version.fingerprint()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -24,6 +25,7 @@ class Mismatch:
     detail: str
     got: str = ""
     want: str = ""
+    scale: str = ""  # the magnitude companion at the element `got`/`want` are from, if any
 
     def coarse(self) -> tuple:
         return (self.path, self.check, self.kind, self.dtype)
@@ -54,8 +56,24 @@ def compare_results(program: Program, path: str, check: str, got: list, want: li
         _measure(stats, path, check, family_key(families), result)
         if not result.passed:
             found.append(Mismatch(path, check, i, result.kind, dtype, tuple(families),
-                                  result.detail, repr(result.got), repr(result.want)))
+                                  result.detail, repr(result.got), repr(result.want),
+                                  _scale_at(scales[i] if check == "value" else None,
+                                            result.detail)))
     return found
+
+
+def _scale_at(scale, detail: str) -> str:
+    """The magnitude companion at the element the detail names ("first at (0, 1)"): it tells
+    an overflowed product from a NaN input (known.py), which the values alone may not."""
+    at = re.search(r"(?:first|worst) at \(([0-9, ]*)\)", detail)
+    if scale is None or at is None:
+        return ""
+    index = tuple(int(i) for i in at.group(1).replace(" ", "").split(",") if i)
+    scale = np.asarray(scale)
+    try:
+        return repr(float(np.abs(scale[index] if index else scale)))
+    except (IndexError, TypeError, ValueError):
+        return ""
 
 
 def _norm(want) -> float:

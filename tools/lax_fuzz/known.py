@@ -18,6 +18,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 
 from tools.lax_fuzz.check import Mismatch
@@ -84,6 +85,20 @@ def _overflow_seen(m: Mismatch) -> bool:
     return bool(np.isfinite(other) and abs(other) > 1e30)
 
 
+_RELU_LAYERS = {f"{kind}_layer_{act}" for kind in ("dense", "conv") for act in ("relu", "relu6")}
+
+
+def _relu_of_overflow(m: Mismatch) -> bool:
+    """Expected NaN, got a ReLU's floor or ReLU6's ceiling, where the magnitude is past the
+    dtype's largest finite value (a NaN input makes it NaN)."""
+    try:
+        got, want, scale = float(m.got), float(m.want), float(m.scale)
+    except ValueError:
+        return False
+    largest = float(ml_dtypes.finfo(m.dtype).max) if m.dtype else np.inf
+    return bool(np.isnan(want) and got in (0.0, 6.0) and scale >= largest)
+
+
 _EXP_OF_NAN_CONSTANT = ("jaxlib's XLA: exp of a NaN constant (x + NaN, NaN padding) is a finite "
                         "value, not NaN")
 
@@ -115,6 +130,13 @@ TF_KERNELS: list[KnownClass] = [
                "decide between NaN, an infinity and a finite value",
                lambda m, ops: m.kind in ("infinity", "nan")
                and bool(ops & {"conv", "conv_layer", "dot_general"}) and _overflow_seen(m)),
+    # The same behind a layer's ReLU: XLA's NaN stays NaN, TF's -inf becomes 0 (ReLU6: 0 or
+    # 6). Told from a ReLU that drops a NaN input by the magnitude there: past the dtype's
+    # largest finite (a product overflowed), where a NaN input makes it NaN.
+    KnownClass("TF's Conv and MatMul kernels behind a ReLU: where a product overflows, XLA's "
+               "NaN against TF's infinity, which the ReLU makes 0 or 6",
+               lambda m, ops: m.kind == "nan" and bool(ops & _RELU_LAYERS)
+               and _relu_of_overflow(m)),
     KnownClass("Grappler: x / constant runs as x * (1 / constant), within 1.5 ulps",
                lambda m, ops: m.kind == "value" and "div" in ops and _within_ulps(m, 1.5)),
 ]
@@ -232,9 +254,10 @@ TF_XLA: list[KnownClass] = [
                lambda m, ops: _exp_of_nan_constant(ops) and m.kind in ("value", "nan")),
     KnownClass("TF's XLA: complex abs/sign/sqrt of infinite and NaN parts differ from jaxlib",
                lambda m, ops: bool(ops & _COMPLEX_SPECIAL) and m.kind in ("nan", "infinity")),
+    # Its derivative, ans ** -2 / 3 in JAX's rule, doubles the relative error (221 ulps seen).
     KnownClass("TF's XLA: float64 cbrt is pow(|x|, 1/3), up to 116 ulps from jaxlib's",
                lambda m, ops: m.kind == "value" and m.dtype == "float64" and "cbrt" in ops
-               and _within_ulps(m, 128)),
+               and _within_ulps(m, 128 if m.check == "value" else 256)),
     KnownClass("TF's XLA: shape refinement fails on a symbolic width-changing bitcast",
                lambda m, ops: m.kind == "error" and _BITCASTS(ops)),
 ]

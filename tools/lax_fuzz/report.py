@@ -74,7 +74,8 @@ def _reclassify(f: dict, recorded: float, where: tuple = (None, None)) -> None:
         found = re.search(r"got (\S+), expected (\S+?)(?: \(|$|;)", f["detail"])
         got, want = (found.group(1), found.group(2)) if found else ("", "")
     m = check_lib.Mismatch(f["path"], f["check"], 0, f["kind"], f["dtype"],
-                           tuple(f.get("families", ())), f["detail"], got, want)
+                           tuple(f.get("families", ())), f["detail"], got, want,
+                           f.get("scale", ""))
     ops = set(f.get("shrunk_ops") or f["ops"])
     name = known.classify(m, ops)
     if name is None and m.path == "plain":

@@ -66,6 +66,7 @@ def handle(b: batch.Batch, k: int, first: Mismatch, classes: Classes, out_dir: P
     finding = {"program": k, "path": first.path, "check": first.check, "kind": first.kind,
                "dtype": first.dtype, "families": list(first.families),
                "detail": first.detail[:300], "got": first.got, "want": first.want,
+               "scale": first.scale,
                "ops": program.ops, "x64": b.x64,
                "polymorphic": program.polymorphic}
     name = known.classify(first, program.ops) or classes.match_new(first, program.ops)
@@ -92,7 +93,7 @@ def handle(b: batch.Batch, k: int, first: Mismatch, classes: Classes, out_dir: P
     path.write_text(reproducer.script(small, final, name))
     finding.update({"class": name, "known": is_known, "shrunk_ops": small.ops,
                     "shrink_tries": tries, "detail": final.detail[:300],
-                    "got": final.got, "want": final.want,
+                    "got": final.got, "want": final.want, "scale": final.scale,
                     "reproducer": str(path.relative_to(out_dir))})
     classes.add(finding)
     return finding
