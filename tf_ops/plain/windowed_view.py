@@ -88,7 +88,15 @@ def interleave(x: tf.Tensor, axis: int, factor, fill: tf.Tensor) -> tf.Tensor:
     keep = max0(sizes[axis] * factor - (factor - 1))
     begin = [0] * x.shape.rank
     end = sizes[:axis] + [keep] + sizes[axis + 1:]
-    return tf.strided_slice(joined, begin, vector(end))
+    return _with_static_sizes(tf.strided_slice(joined, begin, vector(end)), end)
+
+
+def _with_static_sizes(x: tf.Tensor, sizes) -> tf.Tensor:
+    """`x` with the sizes known at conversion set: a slice to a computed end (one symbolic
+    size makes it a tensor) loses them all, and a view reads them (an empty dimension next to
+    a symbolic one was sliced at an offset past its end)."""
+    x.set_shape([s if is_int(s) else None for s in sizes])
+    return x
 
 
 def window_padded(x: tf.Tensor, fill: tf.Tensor, window: Window) -> tf.Tensor:
@@ -108,7 +116,9 @@ def window_padded(x: tf.Tensor, fill: tf.Tensor, window: Window) -> tf.Tensor:
         end = [s - hi for s, (_, hi) in zip(sizes, crops)]
         end = [max(e, lo) if is_int(e) and is_int(lo) else tf.maximum(e, lo)
                for e, (lo, _) in zip(end, crops)]
-        x = tf.strided_slice(x, vector([lo for lo, _ in crops]), vector(end))
+        x = _with_static_sizes(
+            tf.strided_slice(x, vector([lo for lo, _ in crops]), vector(end)),
+            [e - lo if is_int(e) and is_int(lo) else None for e, (lo, _) in zip(end, crops)])
     return x
 
 

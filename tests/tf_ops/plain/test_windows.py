@@ -241,3 +241,20 @@ def test_symbolic_window_sizes_through_dynamic_reduce_window():
     y = RNG.standard_normal((3, 6)).astype(np.float32)
     assert_lowers_like_jax(lambda y: (jnp.cumsum(y, axis=1), lax.cummax(y, axis=1)), y,
                            polymorphic_shapes=["3, n"], rtol=1e-5, atol=1e-5)
+
+
+def test_an_empty_window_result_next_to_a_symbolic_dimension():
+    # Base dilation of the symbolic dimension sliced to a computed end, which lost every static
+    # size; the view then sliced the empty last dimension at its window offset (TF:
+    # "Expected begin[4] in [0, 2], but got 4"). Found by the fuzzer.
+    def f(x):
+        return jax.lax.reduce_window(x, jnp.array(0, x.dtype), jax.lax.add, (3, 3, 1, 3),
+                                     (1, 2, 1, 1), ((0, 1), (1, 2), (0, 2), (2, 0)),
+                                     (2, 1, 1, 1), (1, 1, 2, 2))
+
+    for x in (np.zeros((1, 1, 1, 0), np.uint32), np.ones((3, 1, 1, 0), np.float32)):
+        assert_lowers_like_jax(f, x, polymorphic_shapes=["a, 1, 1, 0"], exact=True)
+    x = np.arange(40, dtype=np.float32).reshape(2, 4, 5, 1)
+    assert_lowers_like_jax(lambda x: jax.lax.reduce_window(
+        x, 0.0, jax.lax.add, (2, 2, 2, 1), (1, 2, 1, 1), ((0, 1), (1, 0), (0, 0), (0, 0)),
+        (2, 1, 2, 1)), x, polymorphic_shapes=["a, 4, 5, 1"], exact=True)
