@@ -1,0 +1,51 @@
+"""lax_fuzz reproducer (TF's XLA: float64 cbrt is pow(|x|, 1/3), up to 116 ulps from jaxlib's).
+
+convert(f) (XlaCallModule) vs jax.jit, value check, value: 1 element(s) outside the bound; worst at (0, 0, 0): got 5.6438e+102, expected 5.6438e+102 (75 ulps)
+Run: python {this file} (prints both results and the contract's verdict).
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax import lax
+
+import jax2tf_native
+from tf_ops import exactness
+
+jax.config.update("jax_enable_x64", True)
+inf, nan = np.inf, np.nan
+
+
+def complex_array(real, imag):
+    z = np.empty(real.shape, np.result_type(real.dtype, np.complex64))
+    z.real, z.imag = real, imag
+    return z
+
+
+def wide(x):  # magnitudes (for the contract's scale), in the widest float enabled
+    return jnp.abs(x).astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+
+
+def f(x0):
+    v1 = lax.cbrt(x0)
+    return (v1,)
+
+
+def f_scale(x0):
+    v1 = lax.cbrt(x0)
+    return (None,)
+
+
+args = [
+    np.array([[[1.7976931348623157e+308]]], np.float64),  # x0
+]
+converted = jax2tf_native.convert(f, enable_xla=True)
+got = [t.numpy() for t in converted(*[tf.constant(a) for a in args])]
+want = jax.jit(f)(*args)
+scales = jax.jit(f_scale)(*args)
+families = [('libm',)]
+for w, g, s, fam in zip(want, got, scales, families):
+    w, g = np.asarray(w), np.asarray(g)
+    print('jax.jit:', w)
+    print('converted:', g)
+    print(exactness.compare(g, w, exactness.tolerance(*fam), None if s is None else np.asarray(s)).detail or 'equal under the contract')
