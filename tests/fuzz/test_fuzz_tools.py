@@ -207,7 +207,7 @@ def test_an_overflowed_product_behind_a_relu_is_known_by_its_magnitude():
     assert np.asarray(relu).ravel()[1] == 0 and np.isnan(np.asarray(jax.jit(layer)(x, w))[0, 1])
     magnitude = np.asarray(9 * conv(jnp.abs(x), jnp.abs(w)))
     detail = "1 non-finite element(s) differ; first at (0, 1, 0, 0): got 0, expected nan"
-    assert check._scale_at(magnitude, detail) == "inf"
+    assert check._scale_at(magnitude, (0, 1, 0, 0)) == "inf"
     relu_of = lambda scale: Mismatch("plain", "value", 0, "nan", "float32", (), detail, "0.0",
                                      "nan", scale)
     assert known.classify(relu_of("inf"), ["conv_layer_relu"]).startswith(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 
@@ -58,20 +57,17 @@ def compare_results(program: Program, path: str, check: str, got: list, want: li
             found.append(Mismatch(path, check, i, result.kind, dtype, tuple(families),
                                   result.detail, repr(result.got), repr(result.want),
                                   _scale_at(scales[i] if check == "value" else None,
-                                            result.detail)))
+                                            result.index)))
     return found
 
 
-def _scale_at(scale, detail: str) -> str:
-    """The magnitude companion at the element the detail names ("first at (0, 1)"): it tells
+def _scale_at(scale, index: tuple) -> str:
+    """The magnitude companion at the differing element (the comparison's `index`): it tells
     an overflowed product from a NaN input (known.py), which the values alone may not."""
-    at = re.search(r"(?:first|worst) at \(([0-9, ]*)\)", detail)
-    if scale is None or at is None:
+    if scale is None:
         return ""
-    index = tuple(int(i) for i in at.group(1).replace(" ", "").split(",") if i)
-    scale = np.asarray(scale)
     try:
-        return repr(float(np.abs(scale[index] if index else scale)))
+        return repr(float(np.abs(np.asarray(scale)[index])))
     except (IndexError, TypeError, ValueError):
         return ""
 

@@ -250,7 +250,7 @@ TF_XLA: list[KnownClass] = [
                lambda m, ops: bool(ops & _NAN_MINMAX)
                # runs recorded before scan's max step had its own name ("scan_max")
                or (m.kind == "nan" and "scan" in ops)),
-    KnownClass("TF's XLA and " + _EXP_OF_NAN_CONSTANT[:1].lower() + _EXP_OF_NAN_CONSTANT[1:],
+    KnownClass("TF's XLA and " + _EXP_OF_NAN_CONSTANT,
                lambda m, ops: _exp_of_nan_constant(ops) and m.kind in ("value", "nan")),
     KnownClass("TF's XLA: complex abs/sign/sqrt of infinite and NaN parts differ from jaxlib",
                lambda m, ops: bool(ops & _COMPLEX_SPECIAL) and m.kind in ("nan", "infinity")),
